@@ -1,0 +1,8 @@
+"""``python -m logitgate`` = the ``logitgate`` command."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

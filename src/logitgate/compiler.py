@@ -1,0 +1,180 @@
+"""``compile(grammar, tokenizer)``: a constraint bound to one vocabulary, with its token masks.
+
+A ``CompiledGrammar`` is immutable from the outside, thread-safe and shared by every
+``Matcher`` built on it. For a regex it holds the minimal byte DFA and memoises the token mask of
+each DFA state the first time any matcher needs it (a trie walk in compiled code); after that a
+mask is a row copy. ``build_index()`` computes every state's mask ahead of time instead.
+
+Compiled grammars are cached by (grammar, tokenizer fingerprint); ``clear_cache()`` empties it.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .automata import ByteDFA, regex_dfa
+from .errors import CompileError
+from .grammar import Grammar
+from .kernels import trie_kernels
+from .vocab import Tokenizer
+
+__all__ = ["CompiledGrammar", "compile", "clear_cache", "CACHE_SIZE"]
+
+CACHE_SIZE = 128
+"""How many compiled grammars the process-wide cache keeps (least recently used are dropped)."""
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+class CompiledGrammar:
+    """A grammar compiled against a tokenizer. States are opaque to users; ``Matcher`` drives them.
+
+    Regex constraints: a state is a DFA state number; ``-1`` never appears as a state (a byte that
+    leads to it is rejected).
+    """
+
+    def __init__(self, grammar: Grammar, tokenizer: Tokenizer, dfa: ByteDFA) -> None:
+        if dfa.start < 0:
+            raise CompileError(f"the {grammar.kind} {grammar.source!r} matches no string at all")
+        self.grammar = grammar
+        self.tokenizer = tokenizer
+        self.dfa = dfa
+        self.trie = tokenizer.trie
+        self._trans = _readonly(np.ascontiguousarray(dfa.transitions, dtype=np.int32))
+        self._accepting = np.asarray(dfa.accepting[:, 0], dtype=bool)
+        self.mask_words = (tokenizer.vocab_size + 31) // 32
+        eos = np.zeros(self.mask_words, dtype=np.uint32)
+        for t in tokenizer.eos_token_ids:
+            eos[t >> 5] |= np.uint32(1 << (t & 31))
+        self.eos_mask = _readonly(eos)
+        self._masks: dict[int, np.ndarray] = {}
+        self._forced: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    # -- states -------------------------------------------------------------------------------
+    @property
+    def initial_state(self) -> int:
+        return int(self.dfa.start)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.dfa.n_states)
+
+    def advance_token(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``'s bytes, or -1 if they are not allowed (EOS and special
+        tokens are the matcher's business and give -1 here)."""
+        if token_id >= self.trie.n_tokens or self.trie.token_node[token_id] < 0:
+            return -1
+        start, end = self.trie.token_span(token_id)
+        return int(trie_kernels.dfa_walk(self._trans, state, self.trie.token_flat, start, end))
+
+    def advance_bytes(self, state: int, data: bytes) -> int:
+        """The state after ``data``, or -1 if some byte is rejected."""
+        if not data:
+            return state
+        flat = _readonly(np.frombuffer(data, dtype=np.uint8).copy())
+        return int(trie_kernels.dfa_walk(self._trans, state, flat, 0, len(data)))
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether the text so far is complete (EOS allowed)."""
+        return bool(self._accepting[state])
+
+    def forced_bytes(self, state: int) -> bytes:
+        """The bytes every valid continuation from ``state`` starts with ('' at an accepting state)."""
+        forced = self._forced.get(state)
+        if forced is None:
+            forced = self.dfa.forced_bytes(state)
+            self._forced[state] = forced
+        return forced
+
+    # -- masks --------------------------------------------------------------------------------
+    def token_mask(self, state: int) -> np.ndarray:
+        """The allowed-token mask at ``state``: read-only uint32 words, bit ``t`` = token ``t``
+        (EOS bits set exactly when the state is accepting). Memoised per state."""
+        mask = self._masks.get(state)
+        if mask is None:
+            mask = self._compute_mask(state)
+            with self._lock:
+                mask = self._masks.setdefault(state, mask)
+        return mask
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        out = np.zeros(self.mask_words, dtype=np.uint32)
+        trie = self.trie
+        trie_kernels.fill_mask_dfa(
+            self._trans, state, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
+            trie.max_depth, out,
+        )
+        if self._accepting[state]:
+            out |= self.eos_mask
+        return _readonly(out)
+
+    def build_index(self) -> "CompiledGrammar":
+        """Compute the mask of every state now (instead of on first use); returns ``self``."""
+        for state in range(self.n_states):
+            self.token_mask(state)
+        return self
+
+    @property
+    def index_nbytes(self) -> int:
+        """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
+        masks = sum(m.nbytes for m in list(self._masks.values()))
+        return masks + self._trans.nbytes + self.dfa.class_transitions.nbytes
+
+    def __repr__(self) -> str:
+        return (f"CompiledGrammar({self.grammar.kind}={self.grammar.source!r}, states={self.n_states}, "
+                f"tokenizer={self.tokenizer.name or self.tokenizer.fingerprint[:12]!r})")
+
+
+_cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
+_cache_lock = threading.Lock()
+_key_locks: dict[tuple, threading.Lock] = {}
+
+
+def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
+    if grammar.kind == "regex":
+        return CompiledGrammar(grammar, tokenizer, regex_dfa(grammar.tree))
+    raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
+
+
+def compile(grammar: Grammar, tokenizer: Tokenizer, *, cache: bool = True) -> CompiledGrammar:
+    """Compile ``grammar`` for ``tokenizer``. Reusable and thread-safe; cached by content.
+
+    Concurrent first uses of the same (grammar, tokenizer) compile it once.
+    """
+    if not isinstance(grammar, Grammar):
+        raise TypeError(f"compile() expects a logitgate.Grammar, not {type(grammar).__name__}")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"compile() expects a logitgate.Tokenizer, not {type(tokenizer).__name__}")
+    if not cache:
+        return _compile_uncached(grammar, tokenizer)
+    key = (grammar.cache_key, tokenizer.fingerprint)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+        key_lock = _key_locks.setdefault(key, threading.Lock())
+    with key_lock:
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is None:
+            hit = _compile_uncached(grammar, tokenizer)
+            with _cache_lock:
+                _cache[key] = hit
+                _cache.move_to_end(key)
+                while len(_cache) > CACHE_SIZE:
+                    _cache.popitem(last=False)
+                _key_locks.pop(key, None)
+        return hit
+
+
+def clear_cache() -> None:
+    """Drop every cached compiled grammar."""
+    with _cache_lock:
+        _cache.clear()

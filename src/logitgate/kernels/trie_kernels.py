@@ -1,0 +1,160 @@
+"""Token-trie kernels: build the flat pre-order trie, walk it under a byte DFA to fill a token
+mask, and step a DFA over one token's bytes.
+
+Trie layout (see ``logitgate.vocab.trie``): node 0 is the root; for node ``i > 0``
+``node_byte[i]`` is the byte on the edge into it, ``node_depth[i]`` its depth (root = 0),
+``subtree_end[i]`` the index just past its subtree in pre-order, and the tokens whose bytes end
+exactly at ``i`` are ``node_tokens[tok_off[i]:tok_off[i + 1]]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+
+_i32_1d = types.Array(types.int32, 1, "C")
+_i32_1d_ro = types.Array(types.int32, 1, "C", readonly=True)
+_u8_1d_ro = types.Array(types.uint8, 1, "C", readonly=True)
+_u32_1d = types.Array(types.uint32, 1, "C")
+_i32_2d_ro = types.Array(types.int32, 2, "C", readonly=True)
+
+
+@njit(
+    types.Tuple((_i32_1d, _i32_1d, _i32_1d, _i32_1d, _i32_1d, _i32_1d))(_u8_1d_ro, _i32_1d_ro, _i32_1d_ro),
+    cache=True,
+    nogil=True,
+)
+def build_trie(flat, offsets, order):  # pragma: no cover - compiled
+    """Build the pre-order trie from token bytes.
+
+    ``flat[offsets[t]:offsets[t+1]]`` are token t's bytes; ``order`` lists the token ids to insert
+    sorted lexicographically by their bytes (empty tokens excluded). Returns
+    ``(node_byte, node_depth, subtree_end, tok_off, node_tokens, token_node)`` as int32 arrays;
+    ``token_node[t]`` is the node where token t ends (-1 for tokens not inserted).
+    """
+    n_tok_total = offsets.shape[0] - 1
+    m = order.shape[0]
+    # pass 1: count nodes (a token adds one node per byte past its common prefix with the previous)
+    n_nodes = 1
+    prev = -1
+    for k in range(m):
+        t = order[k]
+        a0 = offsets[t]
+        la = offsets[t + 1] - a0
+        lcp = 0
+        if prev >= 0:
+            b0 = offsets[prev]
+            lb = offsets[prev + 1] - b0
+            lim = min(la, lb)
+            while lcp < lim and flat[a0 + lcp] == flat[b0 + lcp]:
+                lcp += 1
+        n_nodes += la - lcp
+        prev = t
+    node_byte = np.zeros(n_nodes, np.int32)
+    node_depth = np.zeros(n_nodes, np.int32)
+    subtree_end = np.zeros(n_nodes, np.int32)
+    token_node = np.full(n_tok_total, -1, np.int32)
+    maxlen = 0
+    for k in range(m):
+        t = order[k]
+        maxlen = max(maxlen, offsets[t + 1] - offsets[t])
+    path = np.zeros(maxlen + 1, np.int32)  # path[d] = node at depth d on the current branch
+    path[0] = 0
+    depth_now = 0  # depth of the deepest node on the current branch
+    nxt = 1
+    prev = -1
+    for k in range(m):
+        t = order[k]
+        a0 = offsets[t]
+        la = offsets[t + 1] - a0
+        lcp = 0
+        if prev >= 0:
+            b0 = offsets[prev]
+            lb = offsets[prev + 1] - b0
+            lim = min(la, lb)
+            while lcp < lim and flat[a0 + lcp] == flat[b0 + lcp]:
+                lcp += 1
+        # close the nodes deeper than the common prefix: their subtrees end here
+        while depth_now > lcp:
+            subtree_end[path[depth_now]] = nxt
+            depth_now -= 1
+        for d in range(lcp, la):
+            node_byte[nxt] = flat[a0 + d]
+            node_depth[nxt] = d + 1
+            path[d + 1] = nxt
+            nxt += 1
+        depth_now = la
+        token_node[t] = path[la]
+        prev = t
+    while depth_now > 0:
+        subtree_end[path[depth_now]] = nxt
+        depth_now -= 1
+    subtree_end[0] = nxt
+    # tokens per node (CSR); a node can end several tokens with identical bytes
+    tok_off = np.zeros(n_nodes + 1, np.int32)
+    for k in range(m):
+        tok_off[token_node[order[k]] + 1] += 1
+    for i in range(n_nodes):
+        tok_off[i + 1] += tok_off[i]
+    fill = tok_off[:-1].copy()
+    node_tokens = np.zeros(m, np.int32)
+    for k in range(m):
+        t = order[k]
+        nd = token_node[t]
+        node_tokens[fill[nd]] = t
+        fill[nd] += 1
+    return node_byte, node_depth, subtree_end, tok_off, node_tokens, token_node
+
+
+_i64_1d_ro = types.Array(types.int64, 1, "C", readonly=True)
+
+# Packed node record: bits 0-7 edge byte, 8-23 depth, 24-55 (first token id + 1, 0 = none).
+NODE_BYTE_MASK = 0xFF
+NODE_DEPTH_SHIFT = 8
+NODE_DEPTH_MASK = 0xFFFF
+NODE_TOKEN_SHIFT = 24
+
+
+@njit(
+    types.void(_i32_2d_ro, types.int32, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64, _u32_1d),
+    cache=True,
+    nogil=True,
+)
+def fill_mask_dfa(trans, state, nodes, subtree_end, dup_first, dup_other, max_depth, out):  # pragma: no cover
+    """OR into ``out`` (uint32 words, bit t = token t) every token whose bytes lead the DFA from
+    ``state`` to a live state. ``trans[s, b]`` is the next state, -1 when dead; a dead byte prunes
+    the whole subtree below it. Tokens sharing their bytes with an earlier id (``dup_other[k]``
+    duplicates ``dup_first[k]``) are copied over at the end."""
+    n = nodes.shape[0]
+    stack = np.empty(max_depth + 1, np.int32)
+    stack[0] = state
+    i = 1
+    while i < n:
+        r = nodes[i]
+        d = (r >> 8) & 0xFFFF
+        s = trans[stack[d - 1], r & 0xFF]
+        if s < 0:
+            i = subtree_end[i]
+            continue
+        stack[d] = s
+        t = (r >> 24) - 1
+        if t >= 0:
+            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        i += 1
+    for k in range(dup_first.shape[0]):
+        a = dup_first[k]
+        if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
+            b = dup_other[k]
+            out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+
+
+@njit(types.int32(_i32_2d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
+def dfa_walk(trans, state, flat, start, end):  # pragma: no cover - compiled
+    """Step the DFA from ``state`` over ``flat[start:end]``; -1 as soon as it dies."""
+    s = state
+    for k in range(start, end):
+        s = trans[s, flat[k]]
+        if s < 0:
+            return -1
+    return s

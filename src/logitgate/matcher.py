@@ -1,0 +1,186 @@
+"""``Matcher``: the per-sequence step API over a ``CompiledGrammar``.
+
+One matcher follows one generated sequence: fill the allowed-token bitmask, accept the sampled
+token, roll back, fork for beam search. It is cheap (a state number and a short history) and not
+thread-safe on its own; many matchers may share one compiled grammar across threads.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from .compiler import CompiledGrammar
+
+__all__ = ["Matcher", "fill_next_token_bitmasks"]
+
+
+class Matcher:
+    """Follows one sequence under a compiled constraint.
+
+    ``max_rollback``: how many accepted steps (tokens or ``accept_bytes`` calls) can be undone
+    with ``rollback``; ``-1`` keeps the whole history.
+
+    After EOS is accepted the matcher is terminated: only EOS stays allowed and every other token
+    is refused, until ``rollback`` or ``reset``.
+    """
+
+    __slots__ = ("compiled", "max_rollback", "_state", "_history", "_terminated")
+
+    def __init__(self, compiled: CompiledGrammar, *, max_rollback: int = 16) -> None:
+        if not isinstance(compiled, CompiledGrammar):
+            raise TypeError(f"Matcher expects a CompiledGrammar (logitgate.compile(...)), not {type(compiled).__name__}")
+        if max_rollback < -1:
+            raise ValueError("max_rollback must be >= 0, or -1 for unlimited")
+        self.compiled = compiled
+        self.max_rollback = max_rollback
+        self._state = compiled.initial_state
+        self._history: deque[tuple[int, bool]] = deque(maxlen=None if max_rollback < 0 else max_rollback)
+        self._terminated = False
+
+    # -- masks --------------------------------------------------------------------------------
+    def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
+        """Write the allowed tokens for the next step into row ``index`` of ``bitmask`` (int32,
+        shape ``(batch, ceil(vocab_size/32))``; a torch CPU tensor works too)."""
+        row = _row_view(bitmask, index, self.compiled.mask_words)
+        mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
+        np.copyto(row, mask)
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """The ids allowed next, ascending (a convenience for inspection; slower than a bitmask)."""
+        mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.compiled.tokenizer.vocab_size]).astype(np.int64)
+
+    # -- stepping -----------------------------------------------------------------------------
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token. ``False`` (and no change) when the token is not allowed.
+
+        Raises ``IndexError`` for an id outside ``[0, vocab_size)``.
+        """
+        tok = self.compiled.tokenizer
+        token_id = int(token_id)
+        if not 0 <= token_id < tok.vocab_size:
+            raise IndexError(f"token id {token_id} is outside the vocabulary [0, {tok.vocab_size})")
+        if self._terminated:
+            return False
+        if token_id in tok.eos_token_ids:
+            if not self.compiled.is_accepting(self._state):
+                return False
+            self._push(self._state)
+            self._terminated = True
+            return True
+        nxt = self.compiled.advance_token(self._state, token_id)
+        if nxt < 0:
+            return False
+        self._push(self._state)
+        self._state = nxt
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (one rollback step). ``False`` and no change if any byte is refused."""
+        if self._terminated:
+            return False
+        nxt = self.compiled.advance_bytes(self._state, bytes(data))
+        if nxt < 0:
+            return False
+        if data:
+            self._push(self._state)
+            self._state = nxt
+        return True
+
+    def accept_string(self, text: str) -> bool:
+        """``accept_bytes(text.encode("utf-8"))``."""
+        return self.accept_bytes(text.encode("utf-8"))
+
+    def find_jump_forward_bytes(self) -> bytes:
+        """The bytes that every valid continuation starts with (empty when there is a choice,
+        including the choice to stop). Does not change the matcher."""
+        if self._terminated:
+            return b""
+        return self.compiled.forced_bytes(self._state)
+
+    def rollback(self, num_steps: int = 1) -> None:
+        """Undo the last ``num_steps`` accepted steps (EOS included)."""
+        if num_steps < 0:
+            raise ValueError("num_steps must be >= 0")
+        if num_steps > len(self._history):
+            raise ValueError(
+                f"cannot roll back {num_steps} steps: only {len(self._history)} are kept "
+                f"(max_rollback={self.max_rollback})"
+            )
+        for _ in range(num_steps):
+            self._state, self._terminated = self._history.pop()
+
+    def reset(self) -> None:
+        """Back to the start, history cleared."""
+        self._state = self.compiled.initial_state
+        self._history.clear()
+        self._terminated = False
+
+    def fork(self) -> "Matcher":
+        """An independent copy at the same position (history included); O(history)."""
+        twin = Matcher.__new__(Matcher)
+        twin.compiled = self.compiled
+        twin.max_rollback = self.max_rollback
+        twin._state = self._state
+        twin._history = self._history.copy()
+        twin._terminated = self._terminated
+        return twin
+
+    # -- queries ------------------------------------------------------------------------------
+    def is_accepting(self) -> bool:
+        """The text so far is complete: EOS is allowed now (or was already accepted)."""
+        return self._terminated or self.compiled.is_accepting(self._state)
+
+    def is_terminated(self) -> bool:
+        """EOS has been accepted."""
+        return self._terminated
+
+    @property
+    def num_rollback_steps(self) -> int:
+        """How many steps ``rollback`` can undo now."""
+        return len(self._history)
+
+    def _push(self, state: int) -> None:
+        if self.max_rollback != 0:
+            self._history.append((state, self._terminated))
+
+    def __repr__(self) -> str:
+        return f"Matcher(state={self._state}, terminated={self._terminated}, compiled={self.compiled!r})"
+
+
+def _row_view(bitmask: object, index: int, words: int) -> np.ndarray:
+    arr = bitmask.numpy() if type(bitmask).__module__.startswith("torch") else bitmask  # type: ignore[attr-defined]
+    if not isinstance(arr, np.ndarray) or arr.dtype != np.int32:
+        raise TypeError("bitmask must be an int32 numpy array (or CPU torch tensor) from allocate_token_bitmask")
+    row = arr[index] if arr.ndim == 2 else arr
+    if row.shape[-1] != words:
+        raise ValueError(f"bitmask rows have {row.shape[-1]} words; this vocabulary needs {words}")
+    return row.view(np.uint32)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def fill_next_token_bitmasks(
+    matchers: Sequence[Matcher], bitmask: np.ndarray, indices: Sequence[int] | None = None,
+    *, num_threads: int | None = None,
+) -> None:
+    """Fill row ``indices[k]`` (default ``k``) of ``bitmask`` for ``matchers[k]``, on several
+    threads (the mask kernels release the GIL)."""
+    global _pool
+    rows = list(range(len(matchers))) if indices is None else list(indices)
+    if len(rows) != len(matchers):
+        raise ValueError(f"{len(matchers)} matchers but {len(rows)} indices")
+    threads = num_threads or min(len(matchers), os.cpu_count() or 1)
+    if threads <= 1 or len(matchers) <= 1:
+        for m, r in zip(matchers, rows):
+            m.fill_next_token_bitmask(bitmask, r)
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="logitgate")
+    list(_pool.map(lambda mr: mr[0].fill_next_token_bitmask(bitmask, mr[1]), zip(matchers, rows)))

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Set-up-and-run entry point that needs nothing but python3 (>= 3.10).
+
+    python3 tasks.py demo     # create .venv, install logitgate + a real tokenizer, run the demo
+    python3 tasks.py test     # create .venv, install logitgate[dev], run the test suite
+    python3 tasks.py bench    # install the peer engines too, run the side-by-side benchmark
+
+Extra arguments after the task are passed on (to pytest, the demo or the benchmark). Installs are
+skipped when pyproject.toml has not changed since the last install for that task.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+
+# What each task installs into the virtualenv (editable install of this checkout + extras).
+EXTRAS = {"demo": "mistral", "test": "dev", "bench": "dev,bench"}
+# torch is pulled in by xgrammar; the CPU build is pinned first so pip does not fetch a CUDA build.
+PRE_INSTALL = {"bench": ["torch==2.13.0"]}
+
+
+def run(cmd: list[str], **kw: object) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, cwd=ROOT, **kw)  # type: ignore[arg-type]
+
+
+def ensure_env(task: str) -> None:
+    if sys.version_info < (3, 10):
+        sys.exit(f"logitgate needs Python >= 3.10, this is {sys.version.split()[0]}")
+    if not PY.exists():
+        run([sys.executable, "-m", "venv", str(VENV)])
+        run([PY, "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    extras = EXTRAS[task]
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()[:16]
+    stamp = VENV / f".installed-{task}-{digest}"
+    if stamp.exists():
+        return
+    for pkg in PRE_INSTALL.get(task, []):
+        run([PY, "-m", "pip", "install", "-q", pkg])
+    run([PY, "-m", "pip", "install", "-q", "-e", f".[{extras}]"])
+    stamp.touch()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in EXTRAS:
+        print(__doc__)
+        return 2
+    task, rest = argv[0], argv[1:]
+    ensure_env(task)
+    if task == "demo":
+        cmd = [PY, "-m", "logitgate", "demo", *rest]
+    elif task == "test":
+        cmd = [PY, "-m", "pytest", "-q", *rest]
+    else:
+        cmd = [PY, "bench/bench_regex.py", *rest]
+    return subprocess.call([str(c) for c in cmd], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
