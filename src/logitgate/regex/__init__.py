@@ -1,0 +1,1 @@
+"""Regular expressions: parsing (``parser``), character sets (``charsets``) and the syntax tree (``ast``)."""
