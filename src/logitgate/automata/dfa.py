@@ -1,0 +1,320 @@
+"""Position NFA -> minimal byte DFA.
+
+Pipeline (:func:`build_dfa`):
+
+1. :func:`~logitgate.automata.nfa.build_nfa`: Glushkov position NFA over *atoms* (the coarsest
+   partition of code points refining every class of the patterns), so Unicode classes cost a few
+   atoms, not hundreds of ranges.
+2. Subset construction on characters (kernel ``determinize``): DFA states are hash-consed sets
+   of NFA states, the alphabet is the atoms.
+3. Character-level trimming (states that cannot reach acceptance go) and Hopcroft minimisation
+   (kernels ``coreachable``, ``hopcroft``): the minimal DFA over atoms.
+4. UTF-8 expansion (:func:`_expand`): ASCII atoms become byte columns directly; the other atoms
+   share one minimal labelled UTF-8 automaton (label = atom; cached), which kernel
+   ``expand_utf8`` copies for each state with the labels replaced by that state's targets,
+   hash-consing the mid-character nodes bottom-up (Revuz's algorithm for the acyclic part).
+   Since the character-level DFA is minimal this gives the minimal byte DFA: boundary states stay
+   distinct (a distinguishing string of characters encodes to distinguishing bytes), no
+   mid-character node is equivalent to a boundary state or to a node of another depth, and two
+   nodes of the same depth are equivalent exactly when their rows agree.
+5. Breadth-first renumbering from the start (successors in byte order); byte classes = bytes with
+   identical columns, numbered by their smallest byte (kernels ``column_classes``, ``bfs_order``,
+   ``renumber_expand``).
+
+The minimal DFA is unique up to isomorphism and the numbering canonical, so equal inputs give
+identical arrays.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CompileError
+from ..kernels.automata_kernels import (
+    bfs_order,
+    column_classes,
+    coreachable,
+    determinize,
+    expand_utf8,
+    hopcroft,
+    renumber_expand,
+)
+from ..regex.ast import Node
+from .nfa import AtomPartition, PositionNFA, build_nfa, group_ints, group_rows, unique_ints
+from .utf8 import Utf8Automaton, utf8_automaton
+
+__all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
+
+_POSITIONS_PER_STATE = 10  # character positions allowed per max_states before even building the NFA
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """Minimal DFA over bytes recognising ``n_patterns`` patterns at once (immutable).
+
+    ``transitions[s, b]`` is the state after byte ``b`` (``-1``: no string of any pattern can be
+    completed any more). Every state is reachable from ``start`` and can reach acceptance of some
+    pattern; ``start`` is ``0``, or ``-1`` when no pattern matches any string (then there are no
+    states). ``accepting[s, k]``: the bytes read so far fully match pattern ``k``;
+    ``reachable[s, k]``: some continuation (possibly empty) from ``s`` fully matches pattern ``k``.
+    Bytes with identical columns share a ``byte_classes`` entry (classes numbered by their
+    smallest byte) and ``class_transitions[s, byte_classes[b]] == transitions[s, b]``.
+    """
+
+    transitions: np.ndarray
+    start: int
+    accepting: np.ndarray
+    reachable: np.ndarray
+    byte_classes: np.ndarray
+    class_transitions: np.ndarray
+
+    @property
+    def n_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    @property
+    def n_patterns(self) -> int:
+        return int(self.accepting.shape[1])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.class_transitions.shape[1])
+
+    def step(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` from ``state``; ``-1`` once dead (or if ``state`` is)."""
+        trans = self.transitions
+        for byte in data:
+            if state < 0:
+                return -1
+            state = int(trans[state, byte])
+        return state
+
+    def is_accepting(self, state: int, pattern: int = 0) -> bool:
+        """Whether ``state`` fully matches ``pattern`` (False for the dead state ``-1``)."""
+        return state >= 0 and bool(self.accepting[state, pattern])
+
+    def matches(self, data: bytes, pattern: int = 0) -> bool:
+        """Whether ``data`` as a whole matches ``pattern``."""
+        if self.start < 0:
+            return False
+        return self.is_accepting(self.step(self.start, data), pattern)
+
+    def forced_bytes(self, state: int) -> bytes:
+        """The longest byte string forced from ``state``: while the state accepts no pattern and
+        has exactly one live byte, take that byte (``b""`` for the dead state)."""
+        out = bytearray()
+        for _ in range(self.n_states):  # every state is live, so a forced chain cannot cycle
+            if state < 0 or self.accepting[state].any():
+                break
+            live = np.flatnonzero(self.transitions[state] >= 0)
+            if live.shape[0] != 1:
+                break
+            out.append(int(live[0]))
+            state = int(self.transitions[state, live[0]])
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return (
+            f"ByteDFA(n_states={self.n_states}, n_patterns={self.n_patterns}, "
+            f"n_classes={self.n_classes}, start={self.start})"
+        )
+
+
+def regex_dfa(node: Node, **kw: int) -> ByteDFA:
+    """The minimal DFA of one pattern (``build_dfa([node], **kw)``)."""
+    return build_dfa([node], **kw)
+
+
+def build_dfa(nodes: Sequence[Node], *, max_states: int = 100_000) -> ByteDFA:
+    """One minimal DFA recognising each of ``nodes`` (pattern ``k`` is ``nodes[k]``).
+
+    Raises :class:`~logitgate.errors.CompileError` when determinisation needs more than
+    ``max_states`` states (character-level subsets, or byte states after UTF-8 expansion), or the
+    expanded regex has more than ``10 * max_states`` character positions; pass a larger
+    ``max_states`` to allow it.
+    """
+    nodes = list(nodes)
+    if not nodes:
+        return _empty_dfa(0)
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
+    table, accepting = _determinize(nfa, max_states)
+    minimal = _minimize_chars(table, accepting)
+    if minimal is None:
+        return _empty_dfa(len(nodes))
+    table, accepting = minimal
+    columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states)
+    return _canonical(columns, byte_column, accepting)
+
+
+def _too_many_states(max_states: int) -> CompileError:
+    return CompileError(
+        f"regex DFA exceeds max_states={max_states} states during determinisation; "
+        f"pass a larger max_states= to build_dfa()/regex_dfa() to allow it"
+    )
+
+
+def _determinize(nfa: PositionNFA, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Subset construction over atoms (numba kernel). Returns ``(table, accepting)``: int32
+    ``[n, n_atoms]`` (``-1``: no move) and bool ``[n, n_patterns]``; state 0 is the start set."""
+    atoms = nfa.atoms
+    class_off = np.zeros(len(atoms.class_atoms) + 1, np.int64)
+    class_off[1:] = np.cumsum([len(c) for c in atoms.class_atoms])
+    class_atoms = np.fromiter(itertools.chain.from_iterable(atoms.class_atoms), np.int32, int(class_off[-1]))
+    table, accepting, status = determinize(
+        nfa.follow_off,
+        nfa.follow,
+        nfa.group_off,
+        nfa.group_members,
+        nfa.class_of,
+        class_off,
+        class_atoms,
+        nfa.start,
+        nfa.n_patterns,
+        atoms.n_atoms,
+        max_states,
+    )
+    if status:
+        raise _too_many_states(max_states)
+    return table, accepting
+
+
+def _minimize_chars(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Trim and minimise the character-level DFA; the start becomes state 0 (None: empty)."""
+    n = table.shape[0]
+    live = coreachable(table, accepting).any(axis=1)
+    if not live[0]:
+        return None
+    if not live.all():
+        keep = np.flatnonzero(live)
+        remap = np.full(n + 1, -1, np.int32)  # remap[-1] == -1 keeps missing moves missing
+        remap[keep] = np.arange(len(keep), dtype=np.int32)
+        table = remap[table[keep]]
+        accepting = accepting[keep]
+    if accepting.shape[1] == 1:
+        labels = accepting[:, 0].astype(np.int32)
+        n_labels = 2
+    else:
+        first, labels = group_rows(accepting.view(np.uint8))
+        labels = labels.astype(np.int32)
+        n_labels = len(first)
+    block, reps = hopcroft(np.ascontiguousarray(table), labels, n_labels)
+    new_id = np.append(block, np.int32(-1))  # blocks are numbered by first state: start stays 0
+    return np.ascontiguousarray(new_id[table[reps]]), np.ascontiguousarray(accepting[reps])
+
+
+_AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
+
+
+def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarray) -> Utf8Automaton:
+    """The labelled UTF-8 automaton of the non-ASCII parts of ``na_atoms`` (label ``j`` =
+    ``na_atoms[j]``), cached by the interval layout so that big classes are built once."""
+    labels = np.searchsorted(na_atoms, atoms.interval_atom[first_na:])
+    labels[atoms.interval_atom[first_na:] < 0] = -1
+    key = (atoms.starts[first_na:].tobytes(), labels.astype(np.int32).tobytes())
+    found = _AUTOMATON_CACHE.get(key)
+    if found is None:
+        found = utf8_automaton(tuple(atoms.ranges((a,), lo=0x80) for a in na_atoms.tolist()))
+        if len(_AUTOMATON_CACHE) >= 256:
+            _AUTOMATON_CACHE.clear()
+        _AUTOMATON_CACHE[key] = found
+    return found
+
+
+def _expand(
+    table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition, max_states: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimal character-level DFA -> minimal byte DFA (see the module docstring, step 4).
+
+    Character state ``q`` keeps id ``q``; mid-character nodes follow. Returns ``(columns,
+    byte_column, accepting)``: the move of state ``s`` on byte ``b`` is
+    ``columns[s, byte_column[b]]`` (int32, ``-1``: none).
+    """
+    m = table.shape[0]
+    starts = atoms.starts
+    interval_atom = atoms.interval_atom
+    # ASCII bytes: their atom's column of the character table
+    ascii_interval = np.searchsorted(starts, np.arange(0x80), side="right") - 1
+    ascii_atom = np.where(ascii_interval >= 0, interval_atom[np.maximum(ascii_interval, 0)], -1)
+    # other atoms: one labelled UTF-8 automaton over all of them, expanded per state
+    first_na = int(np.searchsorted(starts, 0x80))
+    na_atoms = unique_ints(interval_atom[first_na:])
+    na_atoms = na_atoms[na_atoms >= 0]
+    if len(na_atoms):
+        automaton = _non_ascii_automaton(atoms, first_na, na_atoms)
+        targets = table[:, na_atoms]
+        first, inverse = group_rows(targets)  # states with equal targets get equal lead bytes
+        lead, mid = expand_utf8(
+            automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m
+        )
+        lead = lead[inverse]
+    else:
+        lead = np.full((m, 64), -1, np.int32)
+        mid = np.zeros((0, 64), np.int32)
+    n = m + mid.shape[0]
+    if n > max_states:
+        raise _too_many_states(max_states)
+    # the table over "columns": the ASCII atoms, then continuation bytes, lead bytes, and "none"
+    ascii_atoms, _, ascii_col = group_ints(ascii_atom)
+    if ascii_atoms[0] < 0:  # bytes in no atom use the last column (never a move)
+        ascii_atoms = ascii_atoms[1:]
+        ascii_col = ascii_col.reshape(-1) - 1
+    r = len(ascii_atoms)
+    width = r + 129
+    ascii_col = np.where(ascii_col.reshape(-1) < 0, width - 1, ascii_col.reshape(-1))
+    columns = np.full((n, width), -1, np.int32)
+    columns[:m, :r] = table[:, ascii_atoms]
+    columns[m:, r : r + 64] = mid
+    columns[:m, r + 64 : r + 128] = lead
+    byte_column = np.concatenate((ascii_col, np.arange(r, r + 128))).astype(np.int32)
+    full_accepting = np.zeros((n, accepting.shape[1]), np.bool_)
+    full_accepting[:m] = accepting
+    return columns, byte_column, full_accepting
+
+
+def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """Exact byte classes, breadth-first renumbering from state 0 (successors in byte order) and
+    co-reachability. ``columns[s, byte_column[b]]`` is the move of state ``s`` on byte ``b``."""
+    used, first_byte, _ = group_ints(byte_column)
+    used = used[np.argsort(first_byte)].astype(np.int32)  # in order of first byte
+    col_rank = np.empty(columns.shape[1], np.int64)
+    col_rank[used] = np.arange(len(used))
+    cls = column_classes(columns, used)  # numbered by first column, i.e. by first byte
+    byte_classes = cls[col_rank[byte_column]].astype(np.uint8)
+    _, reps, _ = group_ints(cls)
+    class_columns = used[reps]  # one column per class, in class order
+    order = bfs_order(columns, class_columns, 0)
+    class_transitions = renumber_expand(columns, order, class_columns)
+    transitions = renumber_expand(columns, order, class_columns[byte_classes])
+    accepting = np.ascontiguousarray(accepting[order])
+    if accepting.shape[1] == 1:
+        reachable = np.ones_like(accepting)
+    else:
+        reachable = coreachable(class_transitions, accepting)
+    return _freeze(transitions, 0, accepting, reachable, byte_classes, class_transitions)
+
+
+def _empty_dfa(n_patterns: int) -> ByteDFA:
+    return _freeze(
+        np.zeros((0, 256), np.int32),
+        -1,
+        np.zeros((0, n_patterns), np.bool_),
+        np.zeros((0, n_patterns), np.bool_),
+        np.zeros(256, np.uint8),
+        np.zeros((0, 1), np.int32),
+    )
+
+
+def _freeze(
+    transitions: np.ndarray,
+    start: int,
+    accepting: np.ndarray,
+    reachable: np.ndarray,
+    byte_classes: np.ndarray,
+    class_transitions: np.ndarray,
+) -> ByteDFA:
+    for a in (transitions, accepting, reachable, byte_classes, class_transitions):
+        a.flags.writeable = False
+    return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions)

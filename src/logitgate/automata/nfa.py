@@ -1,0 +1,388 @@
+"""Regex syntax tree -> position NFA over an alphabet of code point *atoms*.
+
+Every :class:`~logitgate.regex.ast.CharClass` occurrence (after expanding counted repetition) is a
+*position*; the Glushkov construction gives, per position, the positions that may follow it, so
+the automaton has no epsilon moves. Characters are grouped into *atoms*: the coarsest partition of
+the code points such that every class of the pattern is a union of atoms (computed with numpy
+from all range boundaries). Unicode classes such as ``\\w`` (hundreds of ranges) are then a handful
+of atoms, and the subset construction works on characters, not bytes; the DFA builder expands the
+result to UTF-8 bytes afterwards (:mod:`logitgate.automata.dfa`).
+
+NFA state ids: ``0 .. n_patterns-1`` are *accept markers* (a set of states containing marker ``k``
+has fully matched pattern ``k``), ``n_patterns + p`` is position ``p``, "ready to read one
+character of its class".
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import CompileError
+from ..regex.ast import Alt, CharClass, Concat, Empty, Group, Node, Repeat
+from .utf8 import normalize_ranges
+
+__all__ = ["PositionNFA", "AtomPartition", "build_nfa"]
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+class _Frag:
+    """Glushkov summary of a sub-expression: first positions, last positions, nullability."""
+
+    __slots__ = ("first", "last", "nullable")
+
+    def __init__(self, first: list[int], last: list[int], nullable: bool) -> None:
+        self.first = first
+        self.last = last
+        self.nullable = nullable
+
+
+class _Glushkov:
+    """Builds positions (with their class) and follow sets for a list of patterns.
+
+    Positions are numbered from ``offset`` on (the NFA state ids). Follow sets are kept as
+    references, so that adding a big ``first`` set to many positions (``(a|b|...)+``) costs one
+    reference each: ``follow[i - offset]`` lists the references of position ``i``, a reference
+    ``r >= 0`` meaning all of ``groups[r]`` and ``r < 0`` the single state ``-1 - r``.
+    """
+
+    def __init__(self, offset: int, max_positions: int | None) -> None:
+        self.offset = offset
+        self.max_positions = max_positions
+        self.classes: list[Ranges] = []  # distinct normalized classes
+        self.class_index: dict[Ranges, int] = {}  # raw ranges -> index into classes (-1: empty)
+        self.position_class: list[int] = []
+        self.follow: list[list[int]] = []
+        self.groups: list[list[int]] = []
+        self._group_ids: dict[int, int] = {}  # id of a registered first list -> its group
+
+    def ref(self, states: list[int]) -> int:
+        """A reference to ``states`` (a frag's ``first`` list, never mutated once referenced)."""
+        if len(states) == 1:
+            return -1 - states[0]
+        g = self._group_ids.get(id(states))
+        if g is None:
+            g = len(self.groups)
+            self.groups.append(states)  # keeps the list alive, so its id stays unique
+            self._group_ids[id(states)] = g
+        return g
+
+    def class_id(self, ranges: Ranges) -> int:
+        """Index of the class ``ranges`` in :attr:`classes` (-1: the empty class)."""
+        c = self.class_index.get(ranges)
+        if c is None:
+            normalized = _normalized(ranges)
+            if not normalized:
+                c = -1
+            else:
+                c = self.class_index.get(normalized)
+                if c is None:
+                    c = len(self.classes)
+                    self.classes.append(normalized)
+                    self.class_index[normalized] = c
+            self.class_index[ranges] = c
+        return c
+
+    def chain(self, items: Sequence[CharClass]) -> _Frag:
+        """A run of one-character items, one after another (a literal string, usually)."""
+        get = self.class_index.get
+        ids = [get(item.ranges) for item in items]
+        if None in ids:
+            ids = [self.class_id(item.ranges) for item in items]
+        if -1 in ids:
+            return _Frag([], [], False)  # an empty class matches nothing
+        n = len(self.position_class)
+        if self.max_positions is not None and n + len(ids) > self.max_positions:
+            raise CompileError(
+                f"regex too large: more than {self.max_positions} character positions after "
+                f"expanding counted repetition (limit derived from max_states); pass a larger "
+                f"max_states= to raise it"
+            )
+        base = n + self.offset
+        self.position_class += ids
+        self.follow += [[-1 - p] for p in range(base + 1, base + len(ids))]
+        self.follow.append([])
+        return _Frag([base], [base + len(ids) - 1], False)
+
+    def concat(self, a: _Frag, b: _Frag) -> _Frag:
+        if b.first and a.last:
+            follow, offset, r = self.follow, self.offset, self.ref(b.first)
+            for p in a.last:
+                follow[p - offset].append(r)
+        first = a.first + b.first if a.nullable else a.first
+        last = b.last + a.last if b.nullable else b.last
+        return _Frag(first, last, a.nullable and b.nullable)
+
+    def loop(self, a: _Frag) -> _Frag:
+        """``a+`` (in place: the last positions of ``a`` get ``first(a)`` as followers)."""
+        if a.first:
+            follow, offset, r = self.follow, self.offset, self.ref(a.first)
+            for p in a.last:
+                follow[p - offset].append(r)
+        return a
+
+    def build(self, node: Node) -> _Frag:
+        if isinstance(node, CharClass):
+            return self.chain((node,))
+        if isinstance(node, Group):
+            return self.build(node.item)
+        if isinstance(node, Concat):
+            frag = _Frag([], [], True)
+            items = node.items
+            i = 0
+            while i < len(items):
+                if isinstance(items[i], CharClass):  # a run of characters: positions in a chain
+                    j = i + 1
+                    while j < len(items) and isinstance(items[j], CharClass):
+                        j += 1
+                    frag = self.concat(frag, self.chain(items[i:j]))
+                    i = j
+                else:
+                    frag = self.concat(frag, self.build(items[i]))
+                    i += 1
+            return frag
+        if isinstance(node, Alt):
+            first: list[int] = []
+            last: list[int] = []
+            nullable = False
+            for item in node.items:
+                f = self.build(item)
+                first += f.first
+                last += f.last
+                nullable = nullable or f.nullable
+            return _Frag(first, last, nullable)
+        if isinstance(node, Empty):
+            return _Frag([], [], True)
+        if isinstance(node, Repeat):
+            return self.repeat(node)
+        raise TypeError(f"not a regex syntax node: {node!r}")
+
+    def repeat(self, node: Repeat) -> _Frag:
+        lo, hi = node.min, node.max
+        frag = _Frag([], [], True)
+        for _ in range(lo - 1 if hi is None and lo > 0 else lo):
+            frag = self.concat(frag, self.build(node.item))
+        if hi is None:  # x{m,} = x^(m-1) x+   or   x* when m == 0
+            tail = self.loop(self.build(node.item))
+            if lo == 0:
+                tail.nullable = True
+            return self.concat(frag, tail)
+        # x{m,n} = x^m (x (x (...)?)?)?  -- nested optionals keep the subset states small
+        opt = _Frag([], [], True)
+        for _ in range(hi - lo):
+            inner = self.concat(self.build(node.item), opt)
+            opt = _Frag(inner.first, inner.last, True)
+        return self.concat(frag, opt)
+
+
+# -- small numpy helpers (np.unique is slow on the small arrays used here) ------------------------
+
+
+def unique_ints(x: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of a 1-D integer array."""
+    if x.size == 0:
+        return x
+    s = np.sort(x)
+    keep = np.empty(s.shape[0], np.bool_)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def group_ints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, first, inverse)`` of a non-empty 1-D integer array: the sorted distinct values,
+    the index of the first occurrence of each, and each element's index into ``values``."""
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    new = np.empty(s.shape[0], np.bool_)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    inverse = np.empty(s.shape[0], np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return s[new], order[new], inverse
+
+
+def group_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)`` for the rows of a non-empty 2-D integer array: the index of one row per
+    distinct row (its first occurrence), and each row's group (an index into ``first``)."""
+    width = a.shape[1]
+    h = a.astype(np.int64) @ _hash_weights(width)  # wraps around; collisions are checked below
+    _, first, inverse = group_ints(h)
+    if not np.array_equal(a, a[first[inverse]]):  # a hash collision: exact (slower) grouping
+        rows = np.ascontiguousarray(a).view(np.dtype((np.void, a.dtype.itemsize * width))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
+
+
+@lru_cache(maxsize=64)
+def _hash_weights(width: int) -> np.ndarray:
+    return np.random.default_rng(width).integers(1, 2**62, width, dtype=np.int64) | 1
+
+
+@lru_cache(maxsize=1024)
+def _class_array(ranges: Ranges) -> np.ndarray:
+    """``ranges`` as an int64 ``[n, 2]`` array (cached: big classes recur across patterns)."""
+    arr = np.array(ranges, np.int64).reshape(-1, 2)
+    arr.flags.writeable = False
+    return arr
+
+
+@lru_cache(maxsize=1024)
+def _normalized(ranges: Ranges) -> Ranges:
+    return normalize_ranges(ranges)
+
+
+class AtomPartition:
+    """The coarsest partition of code points into *atoms* such that every class is a union of atoms.
+
+    Code points are cut into elementary intervals at every range boundary (and at 0x80, so no
+    interval mixes ASCII with the rest): interval ``i`` is ``starts[i] .. starts[i+1]-1`` and
+    belongs to atom ``interval_atom[i]`` (``-1``: in no class; the last interval, from the end of
+    the last range on, is always ``-1``). Atoms are numbered by their first interval.
+    ``class_atoms[c]`` lists the atoms whose union is class ``c``.
+    """
+
+    __slots__ = ("starts", "interval_atom", "n_atoms", "class_atoms")
+
+    def __init__(self, classes: Sequence[Ranges]) -> None:
+        n_classes = len(classes)
+        if n_classes == 0:
+            self.starts = np.zeros(1, np.int64)
+            self.interval_atom = np.full(1, -1, np.int64)
+            self.n_atoms = 0
+            self.class_atoms = []
+            return
+        lengths = np.fromiter((len(r) for r in classes), np.int64, n_classes)
+        flat = np.concatenate([_class_array(ranges) for ranges in classes])
+        owner = np.repeat(np.arange(n_classes), lengths)
+        lo, end = flat[:, 0], flat[:, 1] + 1
+        starts = unique_ints(np.concatenate((lo, end, [0x80])))
+        n_intervals = len(starts)
+        # membership of each interval in each class: +1 where a range starts, -1 past its end
+        diff = np.zeros((n_intervals, n_classes), np.int8)
+        diff[np.searchsorted(starts, lo), owner] += 1
+        diff[np.searchsorted(starts, end), owner] -= 1
+        member = np.cumsum(diff, axis=0, dtype=np.int8) > 0
+        first_idx, inverse = group_rows(member.view(np.uint8))
+        valid = member[first_idx].any(axis=1)  # the all-zero signature is no atom
+        order = np.argsort(first_idx[valid], kind="stable")
+        atom_id = np.full(len(first_idx), -1, np.int64)
+        atom_id[np.flatnonzero(valid)[order]] = np.arange(len(order))
+        self.starts = starts
+        self.interval_atom = atom_id[inverse.reshape(-1)]
+        self.n_atoms = len(order)
+        cls, ivl = np.nonzero(member.T)
+        pairs = unique_ints(cls * max(self.n_atoms, 1) + self.interval_atom[ivl])
+        pair_cls, pair_atom = divmod(pairs, max(self.n_atoms, 1))
+        bounds = np.searchsorted(pair_cls, np.arange(n_classes + 1))
+        atoms = pair_atom.tolist()
+        self.class_atoms: list[tuple[int, ...]] = [
+            tuple(atoms[bounds[c] : bounds[c + 1]]) for c in range(n_classes)
+        ]
+
+    def ranges(self, atoms: Sequence[int], lo: int = 0, hi: int = 0x10FFFF) -> Ranges:
+        """The merged code point ranges of the union of ``atoms``, clipped to ``lo..hi``."""
+        mask = np.isin(self.interval_atom, np.asarray(atoms, np.int64))
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return ()
+        first = self.starts[idx]
+        last = self.starts[np.minimum(idx + 1, len(self.starts) - 1)] - 1
+        # merge runs of consecutive intervals
+        run_start = np.ones(len(idx), np.bool_)
+        run_start[1:] = idx[1:] != idx[:-1] + 1
+        firsts = first[run_start]
+        lasts = last[np.append(np.flatnonzero(run_start)[1:] - 1, len(idx) - 1)]
+        firsts = np.maximum(firsts, lo)
+        lasts = np.minimum(lasts, hi)
+        keep = firsts <= lasts
+        return tuple(zip(firsts[keep].tolist(), lasts[keep].tolist()))
+
+
+class PositionNFA:
+    """Epsilon-free NFA over atoms of one or more patterns (layout in the module docstring).
+
+    NFA state ``i`` reads one character of class ``class_of[i]`` (``-1`` for the accept markers,
+    which read nothing) and then enters its followers: the next positions plus the markers of the
+    patterns it may end. They are the union over the references
+    ``follow[follow_off[i]:follow_off[i+1]]``: a reference ``r >= 0`` stands for all of
+    ``group_members[group_off[r]:group_off[r+1]]``, ``r < 0`` for the single state ``-1 - r``.
+    ``start`` is the initial set and ``atoms.class_atoms[c]`` the atoms of class ``c``. All arrays
+    are numpy (CSR layout).
+    """
+
+    __slots__ = (
+        "n_patterns", "start", "follow_off", "follow", "group_off", "group_members", "class_of", "atoms"
+    )
+
+    def __init__(
+        self,
+        n_patterns: int,
+        start: np.ndarray,
+        follow_off: np.ndarray,
+        follow: np.ndarray,
+        group_off: np.ndarray,
+        group_members: np.ndarray,
+        class_of: np.ndarray,
+        atoms: AtomPartition,
+    ) -> None:
+        self.n_patterns = n_patterns
+        self.start = start
+        self.follow_off = follow_off
+        self.follow = follow
+        self.group_off = group_off
+        self.group_members = group_members
+        self.class_of = class_of
+        self.atoms = atoms
+
+    @property
+    def n_states(self) -> int:
+        return int(self.class_of.shape[0])
+
+    def followers(self, state: int) -> list[int]:
+        """The NFA states entered after ``state`` reads a character (sorted)."""
+        out: set[int] = set()
+        for r in self.follow[self.follow_off[state] : self.follow_off[state + 1]].tolist():
+            if r < 0:
+                out.add(-1 - r)
+            else:
+                out.update(self.group_members[self.group_off[r] : self.group_off[r + 1]].tolist())
+        return sorted(out)
+
+
+def _csr(lists: list[list[int]], skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, flat)`` of ``skip`` empty rows followed by ``lists``."""
+    lengths = np.zeros(skip + len(lists) + 1, np.int64)
+    lengths[skip + 1 :] = np.fromiter(map(len, lists), np.int64, len(lists))
+    offsets = np.cumsum(lengths)
+    flat = np.fromiter(itertools.chain.from_iterable(lists), np.int32, int(offsets[-1]))
+    return offsets, flat
+
+
+def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None) -> PositionNFA:
+    """Build the position NFA recognising each of ``nodes`` (pattern ``k`` = ``nodes[k]``).
+
+    ``max_positions`` caps the number of character positions after expanding counted repetition;
+    exceeding it raises :class:`~logitgate.errors.CompileError`.
+    """
+    k_patterns = len(nodes)
+    g = _Glushkov(k_patterns, max_positions)
+    start: list[int] = []
+    for k, node in enumerate(nodes):
+        frag = g.build(node)
+        start += frag.first
+        if frag.nullable:
+            start.append(k)
+        for p in frag.last:  # a last position also enters the accept marker of its pattern
+            g.follow[p - k_patterns].append(-1 - k)
+    follow_off, follow = _csr(g.follow, skip=k_patterns)
+    group_off, group_members = _csr(g.groups)
+    class_of = np.array([-1] * k_patterns + g.position_class, np.int32)
+    atoms = AtomPartition(g.classes)
+    return PositionNFA(
+        k_patterns, np.array(start, np.int32), follow_off, follow, group_off, group_members, class_of, atoms
+    )

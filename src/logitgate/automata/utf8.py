@@ -1,0 +1,262 @@
+"""Unicode code point ranges -> UTF-8 byte automata.
+
+Two views of the same encoding:
+
+* :func:`utf8_sequences` splits a code point range into sequences of byte ranges, the standard
+  algorithm of Rust's ``regex-syntax`` (``utf8::Utf8Sequences``): split by encoded length, then by
+  continuation-byte boundaries, so that each sequence's byte strings are exactly the encodings of a
+  sub-range. Only valid UTF-8 comes out: no surrogates, no overlong forms.
+* :func:`utf8_automaton` builds the *minimal* deterministic byte automaton reading one character
+  of several disjoint code point sets and telling which set it was in (:func:`class_automaton`:
+  one set), by hash-consing suffix automata on (remaining continuation bytes, labelled value
+  set). The DFA builder uses it for the non-ASCII part of every pattern; results are cached, so
+  big classes (Unicode ``\\w``) are built once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = [
+    "MAX_CODE_POINT",
+    "SURROGATE_LO",
+    "SURROGATE_HI",
+    "FINAL",
+    "ClassAutomaton",
+    "Utf8Automaton",
+    "utf8_automaton",
+    "normalize_ranges",
+    "utf8_sequences",
+    "class_automaton",
+]
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATE_LO = 0xD800
+SURROGATE_HI = 0xDFFF
+
+#: Child index meaning "the character is complete" in a :data:`ClassAutomaton` move.
+FINAL = -1
+
+ByteRange = tuple[int, int]
+Piece = tuple[int, int, int]  # (lo, hi, label)
+Move = tuple[int, int, int]  # (byte lo, byte hi, child node index or FINAL)
+ClassAutomaton = tuple[tuple[Move, ...], ...]
+"""Node ``0`` is the root; each node is a sorted tuple of disjoint ``(lo, hi, child)`` moves."""
+
+# (first code point, last code point, lead-byte marker, continuation bytes) per encoded length
+_BLOCKS: tuple[tuple[int, int, int, int], ...] = (
+    (0x0, 0x7F, 0x00, 0),
+    (0x80, 0x7FF, 0xC0, 1),
+    (0x800, 0xFFFF, 0xE0, 2),
+    (0x10000, MAX_CODE_POINT, 0xF0, 3),
+)
+_MAX_SCALAR_BY_LEN = (0x7F, 0x7FF, 0xFFFF)
+
+
+def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort, clip to ``[0, 0x10FFFF]``, remove surrogates and merge overlapping/adjacent ranges."""
+    pieces: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        lo, hi = max(lo, 0), min(hi, MAX_CODE_POINT)
+        if lo > hi:
+            continue
+        if lo < SURROGATE_LO and hi > SURROGATE_HI:
+            pieces.append((lo, SURROGATE_LO - 1))
+            pieces.append((SURROGATE_HI + 1, hi))
+            continue
+        if SURROGATE_LO <= lo <= SURROGATE_HI:
+            lo = SURROGATE_HI + 1
+        if SURROGATE_LO <= hi <= SURROGATE_HI:
+            hi = SURROGATE_LO - 1
+        if lo <= hi:
+            pieces.append((lo, hi))
+    pieces.sort()
+    out: list[tuple[int, int]] = []
+    for lo, hi in pieces:
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8")
+
+
+def utf8_sequences(lo: int, hi: int) -> list[tuple[ByteRange, ...]]:
+    """The byte-range sequences whose strings are exactly the UTF-8 encodings of ``lo..hi``.
+
+    Surrogates inside the range are skipped. Sequences come out sorted and pairwise disjoint; each
+    is a tuple of 1 to 4 inclusive ``(byte lo, byte hi)`` ranges.
+    """
+    out: list[tuple[ByteRange, ...]] = []
+    stack: list[tuple[int, int]] = [(max(lo, 0), min(hi, MAX_CODE_POINT))]
+    while stack:
+        start, end = stack.pop()
+        while True:
+            if start < SURROGATE_HI + 1 and end > SURROGATE_LO - 1:  # split around surrogates
+                stack.append((SURROGATE_HI + 1, end))
+                end = SURROGATE_LO - 1
+            if start > end:
+                break
+            for max_scalar in _MAX_SCALAR_BY_LEN:  # split by encoded length
+                if start <= max_scalar < end:
+                    stack.append((max_scalar + 1, end))
+                    end = max_scalar
+                    break
+            else:
+                if end <= 0x7F:
+                    out.append(((start, end),))
+                    break
+                for i in (1, 2, 3):  # split so that every continuation byte spans a full range
+                    m = (1 << (6 * i)) - 1
+                    if start & ~m != end & ~m:
+                        if start & m:
+                            stack.append(((start | m) + 1, end))
+                            end = start | m
+                            break
+                        if end & m != m:
+                            stack.append((end & ~m, end))
+                            end = (end & ~m) - 1
+                            break
+                else:
+                    a, b = _encode(start), _encode(end)
+                    out.append(tuple(zip(a, b)))
+                    break
+    return out
+
+
+def _split(pieces: tuple[Piece, ...], shift: int) -> list[tuple[int, int, tuple[Piece, ...]]]:
+    """Group labelled values by their digit ``value >> shift``.
+
+    ``pieces`` are sorted disjoint ``(lo, hi, label)``. Returns ``(digit lo, digit hi, low
+    pieces)`` with consecutive digits of identical low pieces merged; the low pieces are
+    ``(lo, hi, label)`` inside ``[0, 2**shift)``.
+    """
+    mask = (1 << shift) - 1
+    per_digit: list[list] = []  # [digit lo, digit hi, list of low pieces]
+    for lo, hi, label in pieces:
+        dlo, dhi = lo >> shift, hi >> shift
+        if dlo == dhi:
+            parts = [(dlo, dlo, (lo & mask, hi & mask, label))]
+        else:
+            parts = [(dlo, dlo, (lo & mask, mask, label))]
+            if dhi > dlo + 1:
+                parts.append((dlo + 1, dhi - 1, (0, mask, label)))
+            parts.append((dhi, dhi, (0, hi & mask, label)))
+        for d0, d1, low in parts:
+            last = per_digit[-1] if per_digit else None
+            if last is not None and last[0] == last[1] == d0 == d1:
+                prev = last[2][-1]
+                if prev[2] == label and prev[1] + 1 == low[0]:  # adjacent, same label
+                    last[2][-1] = (prev[0], low[1], label)
+                else:
+                    last[2].append(low)
+            else:
+                per_digit.append([d0, d1, [low]])
+    merged: list[tuple[int, int, tuple[Piece, ...]]] = []
+    for d0, d1, lows in per_digit:
+        low_t = tuple(lows)
+        if merged and merged[-1][1] + 1 == d0 and merged[-1][2] == low_t:
+            merged[-1] = (merged[-1][0], d1, low_t)
+        else:
+            merged.append((d0, d1, low_t))
+    return merged
+
+
+class Utf8Automaton:
+    """Minimal byte DFA reading one UTF-8 character and labelling it by the group it belongs to.
+
+    ``nodes[j]`` is a sorted tuple of disjoint moves ``(byte lo, byte hi, child)``; ``child >= 1``
+    is another node, ``child < 0`` completes the character in group ``-1 - child`` (so with a
+    single group, ``child == FINAL``). Node 0 is the start; ``depth[j]`` is the number of
+    continuation bytes node ``j`` still reads (0 for the start). Children are numbered before
+    their parents.
+
+    Dense form for the kernels: ``rows[j, c]`` is the child code of node ``j`` on byte ``0x80 + c``
+    (on lead byte ``0xC0 + c`` for the start; ASCII moves are not in ``rows``), ``0`` for none;
+    ``label_mask[j]`` has bit ``min(label, 63)`` set for every label reachable from node ``j``.
+    """
+
+    __slots__ = ("nodes", "depth", "rows", "label_mask")
+
+    def __init__(self, nodes: list[tuple[Move, ...]], depth: list[int]) -> None:
+        self.nodes: tuple[tuple[Move, ...], ...] = tuple(nodes)
+        self.depth = np.array(depth, np.int64)
+        rows = np.zeros((len(nodes), 64), np.int32)
+        masks = [0] * len(nodes)
+        for j in list(range(1, len(nodes))) + [0]:  # children before parents
+            offset = 0xC0 if j == 0 else 0x80
+            mask = 0
+            for lo, hi, child in nodes[j]:
+                mask |= 1 << min(-1 - child, 63) if child < 0 else masks[child]
+                if hi >= offset:
+                    rows[j, max(lo, offset) - offset : hi - offset + 1] = child
+            masks[j] = mask
+        self.rows = rows
+        self.label_mask = np.array(masks, np.uint64)
+        for a in (self.depth, self.rows, self.label_mask):
+            a.flags.writeable = False
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+@lru_cache(maxsize=512)
+def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Automaton:
+    """The minimal labelled UTF-8 automaton of disjoint code point sets (cached by ``groups``).
+
+    ``groups[i]`` are normalized ranges (see :func:`normalize_ranges`), pairwise disjoint; a
+    character in ``groups[i]`` ends with a move to child ``-1 - i``. Nodes are hash-consed on
+    (remaining continuation bytes, labelled value set), which is exactly their residual language,
+    so the automaton is minimal. Empty groups give a start node without moves.
+    """
+    pieces = sorted((lo, hi, label) for label, ranges in enumerate(groups) for lo, hi in ranges)
+    nodes: list[tuple[Move, ...]] = [()]
+    depth: list[int] = [0]
+    index: dict[tuple[int, tuple[Piece, ...]], int] = {}
+
+    def node(k: int, low: tuple[Piece, ...]) -> int:
+        """Node reading ``k`` continuation bytes whose 6-bit digits spell a value in ``low``."""
+        if k == 0:
+            return -1 - low[0][2]
+        key = (k, low)
+        found = index.get(key)
+        if found is not None:
+            return found
+        shift = 6 * (k - 1)
+        moves = tuple((0x80 | d0, 0x80 | d1, node(k - 1, sub)) for d0, d1, sub in _split(low, shift))
+        nodes.append(moves)
+        depth.append(k)
+        index[key] = len(nodes) - 1
+        return len(nodes) - 1
+
+    root: list[Move] = []
+    for first, last, marker, k in _BLOCKS:
+        clipped = tuple(
+            (max(lo, first), min(hi, last), label) for lo, hi, label in pieces if lo <= last and hi >= first
+        )
+        if not clipped:
+            continue
+        if k == 0:
+            root.extend((lo, hi, -1 - label) for lo, hi, label in clipped)
+            continue
+        for d0, d1, sub in _split(clipped, 6 * k):
+            root.append((marker | d0, marker | d1, node(k, sub)))
+    nodes[0] = tuple(root)
+    return Utf8Automaton(nodes, depth)
+
+
+def class_automaton(ranges: tuple[tuple[int, int], ...]) -> ClassAutomaton:
+    """The minimal DFA over bytes of the UTF-8 encodings of the code points in ``ranges``.
+
+    ``ranges`` must be normalized (see :func:`normalize_ranges`). Node 0 is the start; a move to
+    :data:`FINAL` completes one character; every other node is inside a multi-byte character.
+    Two nodes are merged exactly when they accept the same suffixes, so the automaton is minimal.
+    An empty class gives a root without moves. Cached by ``ranges``.
+    """
+    return utf8_automaton((ranges,)).nodes

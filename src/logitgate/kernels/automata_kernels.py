@@ -1,0 +1,626 @@
+"""DFA kernels for ``logitgate.automata``: trimming, Hopcroft minimisation, BFS renumbering and
+per-pattern co-reachability, over a class transition table ``trans`` (int32 ``[n, n_classes]``,
+``-1`` = no transition).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+
+_i32_1d = types.Array(types.int32, 1, "C")
+_i64_1d = types.Array(types.int64, 1, "C")
+_i32_2d = types.Array(types.int32, 2, "C")
+_b1_1d = types.Array(types.boolean, 1, "C")
+_b1_2d = types.Array(types.boolean, 2, "C")
+_i32_2d_ro = types.Array(types.int32, 2, "C", readonly=True)
+_i64_1d_ro = types.Array(types.int64, 1, "C", readonly=True)
+_u64_1d_ro = types.Array(types.uint64, 1, "C", readonly=True)
+
+
+@njit(types.Tuple((_i64_1d, _i32_1d))(_i32_2d), cache=True, nogil=True)
+def reverse_edges(trans):  # pragma: no cover - compiled
+    """Predecessor lists in CSR form: the predecessors of ``t`` are ``pred[off[t]:off[t + 1]]``
+    (one entry per class leading there, so a state may repeat)."""
+    n, n_classes = trans.shape
+    off = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        for c in range(n_classes):
+            t = trans[s, c]
+            if t >= 0:
+                off[t + 1] += 1
+    for t in range(n):
+        off[t + 1] += off[t]
+    cursor = off[:-1].copy()
+    pred = np.empty(off[n], np.int32)
+    for s in range(n):
+        for c in range(n_classes):
+            t = trans[s, c]
+            if t >= 0:
+                pred[cursor[t]] = s
+                cursor[t] += 1
+    return off, pred
+
+
+@njit(_b1_2d(_i32_2d, _b1_2d), cache=True, nogil=True)
+def coreachable(trans, accepting):  # pragma: no cover - compiled
+    """``out[s, k]``: some path from ``s`` (possibly empty) reaches a state accepting pattern ``k``."""
+    n = trans.shape[0]
+    n_patterns = accepting.shape[1]
+    off, pred = reverse_edges(trans)
+    out = np.zeros((n, n_patterns), np.bool_)
+    stack = np.empty(n, np.int32)
+    for k in range(n_patterns):
+        top = 0
+        for s in range(n):
+            if accepting[s, k]:
+                out[s, k] = True
+                stack[top] = s
+                top += 1
+        while top > 0:
+            top -= 1
+            t = stack[top]
+            for i in range(off[t], off[t + 1]):
+                s = pred[i]
+                if not out[s, k]:
+                    out[s, k] = True
+                    stack[top] = s
+                    top += 1
+    return out
+
+
+@njit(types.Tuple((_i32_1d, _i32_1d))(_i32_2d, _i32_1d, types.int64), cache=True, nogil=True)
+def hopcroft(trans, labels, n_labels):  # pragma: no cover - compiled
+    """Coarsest partition of the states compatible with ``labels`` (in ``[0, n_labels)``) and the
+    transitions. Returns ``(block, first)``: a block id per state, blocks numbered in order of
+    their smallest state, and that smallest state per block.
+
+    Hopcroft's algorithm on a partial DFA: missing moves go to an implicit dead state, alone in
+    its block and never used as a splitter (every other initial block is, which suffices). A
+    splitter's incoming moves are gathered and bucketed by class, so the work is proportional to
+    the moves that exist: O(m log n) for m moves. A split block already waiting keeps both halves
+    waiting; otherwise the smaller half is added.
+    """
+    n, n_classes = trans.shape
+    # incoming moves per target: (source, class)
+    in_off = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        for c in range(n_classes):
+            t = trans[s, c]
+            if t >= 0:
+                in_off[t + 1] += 1
+    for t in range(n):
+        in_off[t + 1] += in_off[t]
+    n_moves = in_off[n]
+    cursor = in_off[:-1].copy()
+    in_src = np.empty(n_moves, np.int32)
+    in_cls = np.empty(n_moves, np.int32)
+    for s in range(n):
+        for c in range(n_classes):
+            t = trans[s, c]
+            if t >= 0:
+                in_src[cursor[t]] = s
+                in_cls[cursor[t]] = c
+                cursor[t] += 1
+    # initial partition by label (counting sort); elements of block b are elems[start[b]:end[b]]
+    count = np.zeros(n_labels + 1, np.int64)
+    for s in range(n):
+        count[labels[s] + 1] += 1
+    for lab in range(n_labels):
+        count[lab + 1] += count[lab]
+    elems = np.empty(n, np.int32)
+    pos = np.empty(n, np.int32)
+    fill = count[:-1].copy()
+    for s in range(n):
+        k = fill[labels[s]]
+        elems[k] = s
+        pos[s] = k
+        fill[labels[s]] += 1
+    block = np.empty(n, np.int32)
+    start = np.empty(n, np.int32)
+    end = np.empty(n, np.int32)
+    work = np.empty(n, np.int32)
+    waiting = np.zeros(n, np.bool_)
+    n_blocks = 0
+    n_work = 0
+    for lab in range(n_labels):
+        if count[lab + 1] > count[lab]:
+            start[n_blocks] = count[lab]
+            end[n_blocks] = count[lab + 1]
+            for k in range(count[lab], count[lab + 1]):
+                block[elems[k]] = n_blocks
+            work[n_work] = n_blocks
+            waiting[n_blocks] = True
+            n_work += 1
+            n_blocks += 1
+    marked = np.zeros(n, np.int32)
+    touched = np.empty(n, np.int32)
+    class_count = np.zeros(n_classes, np.int64)
+    class_start = np.zeros(n_classes, np.int64)
+    touched_classes = np.empty(n_classes, np.int32)
+    preds = np.empty(max(n_moves, 1), np.int32)
+    while n_work > 0:
+        n_work -= 1
+        a = work[n_work]
+        waiting[a] = False
+        # the moves into a, bucketed by class (gathered before any split of a)
+        n_tc = 0
+        for i in range(start[a], end[a]):
+            t = elems[i]
+            for k in range(in_off[t], in_off[t + 1]):
+                c = in_cls[k]
+                if class_count[c] == 0:
+                    touched_classes[n_tc] = c
+                    n_tc += 1
+                class_count[c] += 1
+        total = 0
+        for i in range(n_tc):
+            c = touched_classes[i]
+            class_start[c] = total
+            total += class_count[c]
+            class_count[c] = 0
+        for i in range(start[a], end[a]):
+            t = elems[i]
+            for k in range(in_off[t], in_off[t + 1]):
+                c = in_cls[k]
+                preds[class_start[c] + class_count[c]] = in_src[k]
+                class_count[c] += 1
+        for i in range(n_tc):
+            c = touched_classes[i]
+            n_touched = 0
+            for j in range(class_start[c], class_start[c] + class_count[c]):
+                p = preds[j]  # each p has one successor on c, so it is marked at most once
+                b = block[p]
+                if marked[b] == 0:
+                    touched[n_touched] = b
+                    n_touched += 1
+                k = start[b] + marked[b]  # swap p to the end of b's marked prefix
+                q = elems[k]
+                pp = pos[p]
+                elems[k] = p
+                pos[p] = k
+                elems[pp] = q
+                pos[q] = pp
+                marked[b] += 1
+            class_count[c] = 0
+            for j in range(n_touched):
+                b = touched[j]
+                mk = marked[b]
+                marked[b] = 0
+                if mk == end[b] - start[b]:
+                    continue
+                z = n_blocks
+                n_blocks += 1
+                start[z] = start[b]
+                end[z] = start[b] + mk
+                start[b] = end[z]
+                for k in range(start[z], end[z]):
+                    block[elems[k]] = z
+                if waiting[b] or end[z] - start[z] <= end[b] - start[b]:
+                    add = z
+                else:
+                    add = b
+                work[n_work] = add
+                waiting[add] = True
+                n_work += 1
+    # renumber the blocks by their smallest state
+    rank = np.full(n_blocks, -1, np.int32)
+    first = np.empty(n_blocks, np.int32)
+    n_seen = 0
+    for s in range(n):
+        b = block[s]
+        if rank[b] < 0:
+            rank[b] = n_seen
+            first[n_seen] = s
+            n_seen += 1
+        block[s] = rank[b]
+    return block, first
+
+
+@njit(_i32_1d(_i32_2d, _i32_1d, types.int64), cache=True, nogil=True)
+def bfs_order(trans, columns, start):  # pragma: no cover - compiled
+    """The states reachable from ``start`` in breadth-first order, successors taken in the order
+    of ``columns`` (the columns of ``trans`` to follow)."""
+    n = trans.shape[0]
+    seen = np.zeros(n, np.bool_)
+    order = np.empty(n, np.int32)
+    order[0] = start
+    seen[start] = True
+    head = 0
+    tail = 1
+    while head < tail:
+        s = order[head]
+        head += 1
+        for c in columns:
+            t = trans[s, c]
+            if t >= 0 and not seen[t]:
+                seen[t] = True
+                order[tail] = t
+                tail += 1
+    return order[:tail].copy()
+
+
+@njit(_i32_1d(_i32_2d, _i32_1d), cache=True, nogil=True)
+def column_classes(table, columns):  # pragma: no cover - compiled
+    """A class id per entry of ``columns`` (columns of ``table``): equal ids exactly for identical
+    columns, numbered in order of first appearance."""
+    n = table.shape[0]
+    width = columns.shape[0]
+    h = np.zeros(width, np.uint64)
+    for i in range(n):
+        for j in range(width):
+            h[j] = (h[j] ^ np.uint64(table[i, columns[j]] + 2)) * np.uint64(0x100000001B3)
+    cls = np.full(width, -1, np.int32)
+    n_cls = 0
+    for j in range(width):
+        if cls[j] >= 0:
+            continue
+        cls[j] = n_cls
+        for k in range(j + 1, width):
+            if cls[k] < 0 and h[k] == h[j]:
+                same = True
+                for i in range(n):
+                    if table[i, columns[j]] != table[i, columns[k]]:
+                        same = False
+                        break
+                if same:
+                    cls[k] = n_cls
+        n_cls += 1
+    return cls
+
+
+@njit(_i32_2d(_i32_2d, _i32_1d, _i32_1d), cache=True, nogil=True)
+def renumber_expand(table, order, columns):  # pragma: no cover - compiled
+    """``out[i, j] = new[table[order[i], columns[j]]]`` where ``new`` inverts ``order`` (-1 stays)."""
+    n = table.shape[0]
+    new = np.full(n, -1, np.int32)
+    for i in range(order.shape[0]):
+        new[order[i]] = i
+    out = np.empty((order.shape[0], columns.shape[0]), np.int32)
+    for i in range(order.shape[0]):
+        row = order[i]
+        for j in range(columns.shape[0]):
+            t = table[row, columns[j]]
+            out[i, j] = new[t] if t >= 0 else -1
+    return out
+
+
+@njit(types.uint64(types.int32[::1]), cache=True, nogil=True)
+def _row_hash(row):  # pragma: no cover - compiled
+    h = np.uint64(0xCBF29CE484222325)
+    for v in row:
+        h = (h ^ np.uint64(v + 2)) * np.uint64(0x100000001B3)
+    return h
+
+
+@njit(
+    types.Tuple((_i32_2d, _i32_2d))(_i32_2d_ro, _i64_1d_ro, _u64_1d_ro, _i32_2d, types.int64, types.int64),
+    cache=True,
+    nogil=True,
+)
+def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma: no cover - compiled
+    """Byte-level moves of the non-ASCII characters of every character state, minimal.
+
+    ``rows``/``depth``/``label_mask``: a labelled UTF-8 automaton in dense form (see
+    ``logitgate.automata.utf8.Utf8Automaton``; label ``l`` = the ``l``-th group of atoms);
+    ``targets[q, l]``: the character state reached from state ``q`` on group ``l`` (-1: none).
+    Each state gets a copy of the automaton with its labels replaced by its targets, pruned of
+    dead nodes; mid-character nodes are hash-consed bottom-up (by depth) on their rows, so equal
+    nodes are shared across states. Returns ``(lead, mid)``: ``lead[q, c]`` the move of state ``q``
+    on lead byte ``0xC0 + c``, ``mid[k, c]`` the move of mid node ``k`` (state id
+    ``first_mid + k``) on byte ``0x80 + c``. Stops early once more than ``max_mid`` mid nodes
+    exist (the caller checks the count against its cap).
+    """
+    m, n_labels = targets.shape
+    n_nodes = rows.shape[0]
+    order = np.argsort(depth[1:], kind="mergesort") + 1  # depth 1 first: children before parents
+    lead = np.full((m, 64), -1, np.int32)
+    cap = 64
+    mid = np.empty((cap, 64), np.int32)
+    n_mid = 0
+    table_size = 256  # open addressing, stores mid index + 1
+    table = np.zeros(table_size, np.int64)
+    hashes = np.empty(cap, np.uint64)
+    canon = np.full(n_nodes, -1, np.int32)
+    row = np.empty(64, np.int32)
+    for q in range(m):
+        qmask = np.uint64(0)
+        for lab in range(n_labels):
+            if targets[q, lab] >= 0:
+                qmask |= np.uint64(1) << np.uint64(min(lab, 63))
+        if qmask == 0:
+            continue
+        for j in order:
+            canon[j] = -1
+            if label_mask[j] & qmask == 0:
+                continue
+            live = False
+            for c in range(64):
+                code = rows[j, c]
+                if code == 0:
+                    t = -1
+                elif code > 0:
+                    t = canon[code]
+                else:
+                    t = targets[q, -1 - code]
+                row[c] = t
+                if t >= 0:
+                    live = True
+            if not live:
+                continue
+            h = _row_hash(row)
+            slot = h & np.uint64(table_size - 1)
+            found = -1
+            while table[slot] != 0:
+                k = table[slot] - 1
+                if hashes[k] == h:
+                    same = True
+                    for c in range(64):
+                        if mid[k, c] != row[c]:
+                            same = False
+                            break
+                    if same:
+                        found = k
+                        break
+                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            if found < 0:
+                if n_mid == cap:  # grow the row store
+                    cap *= 2
+                    grown = np.empty((cap, 64), np.int32)
+                    grown[:n_mid] = mid[:n_mid]
+                    mid = grown
+                    grown_h = np.empty(cap, np.uint64)
+                    grown_h[:n_mid] = hashes[:n_mid]
+                    hashes = grown_h
+                mid[n_mid] = row
+                hashes[n_mid] = h
+                table[slot] = n_mid + 1
+                found = n_mid
+                n_mid += 1
+                if n_mid > max_mid:
+                    return lead, mid[:n_mid].copy()
+                if 2 * n_mid > table_size:  # rehash into a table twice as large
+                    table_size *= 2
+                    table = np.zeros(table_size, np.int64)
+                    for k in range(n_mid):
+                        s = hashes[k] & np.uint64(table_size - 1)
+                        while table[s] != 0:
+                            s = (s + np.uint64(1)) & np.uint64(table_size - 1)
+                        table[s] = k + 1
+            canon[j] = first_mid + found
+        for c in range(64):
+            code = rows[0, c]
+            if code > 0:
+                lead[q, c] = canon[code]
+            elif code < 0:
+                lead[q, c] = targets[q, -1 - code]
+    return lead, mid[:n_mid].copy()
+
+
+@njit(types.uint64(types.int64), cache=True, nogil=True)
+def _mix(v):  # pragma: no cover - compiled
+    """splitmix64 finaliser: a well-spread 64-bit hash of one integer."""
+    z = np.uint64(v) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(
+    types.Tuple((_i32_2d, _b1_2d, types.int64))(
+        _i64_1d,
+        _i32_1d,
+        _i64_1d,
+        _i32_1d,
+        _i32_1d,
+        _i64_1d,
+        _i32_1d,
+        _i32_1d,
+        types.int64,
+        types.int64,
+        types.int64,
+    ),
+    cache=True,
+    nogil=True,
+)
+def determinize(
+    follow_off,
+    follow,
+    group_off,
+    group_members,
+    class_of,
+    class_off,
+    class_atoms,
+    start,
+    n_patterns,
+    n_atoms,
+    max_states,
+):  # pragma: no cover - compiled
+    """Subset construction of a position NFA over atoms.
+
+    NFA state ``i`` reads a character of class ``class_of[i]`` (-1: an accept marker, ``i <
+    n_patterns``) and then enters the union of its references ``follow[follow_off[i]:
+    follow_off[i+1]]`` (``r >= 0``: ``group_members[group_off[r]:group_off[r+1]]``; ``r < 0``:
+    the state ``-1 - r``); class ``c`` is the union of atoms
+    ``class_atoms[class_off[c]:class_off[c+1]]``. DFA states are the sorted sets
+    of NFA states reached, hash-consed; state 0 is ``start``. Returns ``(table, accepting,
+    status)``: ``table[s, a]`` the state after atom ``a`` (-1: the empty set), ``accepting[s, k]``
+    whether set ``s`` holds marker ``k``; ``status`` is 1 when more than ``max_states`` sets
+    would be needed (the arrays are then incomplete). Sets are kept unsorted: their hash is a sum
+    of per-member hashes and equality is checked against the marks of the set being built.
+    """
+    n_nfa = class_of.shape[0]
+    width = max(n_atoms, 1)
+    # the sets, stored back to back in `pool`
+    pool_cap = 1024
+    pool = np.empty(pool_cap, np.int32)
+    set_cap = 64
+    set_off = np.zeros(set_cap + 1, np.int64)
+    set_hash = np.empty(set_cap, np.uint64)
+    n_sets = 0
+    table_size = 128  # open addressing: set id + 1
+    slots = np.zeros(table_size, np.int64)
+    trans = np.full((set_cap, width), -1, np.int32)
+    # scratch
+    mark = np.zeros(n_nfa, np.int64)
+    stamp = 0
+    buf = np.empty(n_nfa, np.int32)
+    bucket_count = np.zeros(width, np.int64)
+    bucket_off = np.zeros(width + 1, np.int64)
+    bucket = np.empty(0, np.int32)
+    touched = np.empty(width, np.int32)
+    # the start set
+    if start.shape[0] > pool_cap:
+        pool_cap = start.shape[0]
+        pool = np.empty(pool_cap, np.int32)
+    stamp += 1
+    h = np.uint64(0)
+    n_first = 0
+    for x in start:
+        if mark[x] != stamp:
+            mark[x] = stamp
+            pool[n_first] = x
+            n_first += 1
+            h += _mix(x)
+    set_off[1] = n_first
+    set_hash[0] = h
+    slots[h & np.uint64(table_size - 1)] = 1
+    n_sets = 1
+    s = 0
+    while s < n_sets:
+        lo, hi = set_off[s], set_off[s + 1]
+        # bucket the members by atom
+        n_touched = 0
+        total = 0
+        for k in range(lo, hi):
+            c = class_of[pool[k]]
+            if c < 0:
+                continue
+            for j in range(class_off[c], class_off[c + 1]):
+                a = class_atoms[j]
+                if bucket_count[a] == 0:
+                    touched[n_touched] = a
+                    n_touched += 1
+                bucket_count[a] += 1
+                total += 1
+        if bucket.shape[0] < total:
+            bucket = np.empty(2 * total, np.int32)
+        pos = 0
+        for t in range(n_touched):
+            a = touched[t]
+            bucket_off[a] = pos
+            pos += bucket_count[a]
+            bucket_count[a] = 0  # reused as a fill cursor
+        for k in range(lo, hi):
+            i = pool[k]
+            c = class_of[i]
+            if c < 0:
+                continue
+            for j in range(class_off[c], class_off[c + 1]):
+                a = class_atoms[j]
+                bucket[bucket_off[a] + bucket_count[a]] = i
+                bucket_count[a] += 1
+        prev_off = -1
+        prev_cnt = -1
+        prev_found = -1
+        for t in range(n_touched):
+            a = touched[t]
+            off_a = bucket_off[a]
+            cnt_a = bucket_count[a]
+            bucket_count[a] = 0
+            if cnt_a == prev_cnt:  # same members as the previous atom (same classes): same target
+                same = True
+                for k in range(cnt_a):
+                    if bucket[off_a + k] != bucket[prev_off + k]:
+                        same = False
+                        break
+                if same:
+                    trans[s, a] = prev_found
+                    continue
+            prev_off = off_a
+            prev_cnt = cnt_a
+            prev_found = -1
+            # the union of the followers of the members reading atom a
+            stamp += 1
+            n_buf = 0
+            h = np.uint64(0)
+            for k in range(off_a, off_a + cnt_a):
+                i = bucket[k]
+                for j in range(follow_off[i], follow_off[i + 1]):
+                    r = follow[j]
+                    if r < 0:
+                        lo_g, hi_g, single = 0, 0, -1 - r
+                    else:
+                        lo_g, hi_g, single = group_off[r], group_off[r + 1], -1
+                    if single >= 0 and mark[single] != stamp:
+                        mark[single] = stamp
+                        buf[n_buf] = single
+                        n_buf += 1
+                        h += _mix(single)
+                    for g in range(lo_g, hi_g):
+                        x = group_members[g]
+                        if mark[x] != stamp:
+                            mark[x] = stamp
+                            buf[n_buf] = x
+                            n_buf += 1
+                            h += _mix(x)
+            if n_buf == 0:
+                continue
+            slot = h & np.uint64(table_size - 1)
+            found = -1
+            while slots[slot] != 0:
+                d = slots[slot] - 1
+                if set_hash[d] == h and set_off[d + 1] - set_off[d] == n_buf:
+                    same = True  # same size, so equal iff all of d's members are marked
+                    for k in range(set_off[d], set_off[d + 1]):
+                        if mark[pool[k]] != stamp:
+                            same = False
+                            break
+                    if same:
+                        found = d
+                        break
+                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            if found < 0:
+                if n_sets >= max_states:
+                    return trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1
+                found = n_sets
+                if n_sets == set_cap:  # grow the per-set arrays
+                    set_cap *= 2
+                    grown_off = np.zeros(set_cap + 1, np.int64)
+                    grown_off[: n_sets + 1] = set_off[: n_sets + 1]
+                    set_off = grown_off
+                    grown_hash = np.empty(set_cap, np.uint64)
+                    grown_hash[:n_sets] = set_hash[:n_sets]
+                    set_hash = grown_hash
+                    grown_trans = np.full((set_cap, width), -1, np.int32)
+                    grown_trans[:n_sets] = trans[:n_sets]
+                    trans = grown_trans
+                end = set_off[n_sets] + n_buf
+                if end > pool_cap:
+                    pool_cap = max(2 * pool_cap, end)
+                    grown_pool = np.empty(pool_cap, np.int32)
+                    grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
+                    pool = grown_pool
+                pool[set_off[n_sets] : end] = buf[:n_buf]
+                set_off[n_sets + 1] = end
+                set_hash[n_sets] = h
+                slots[slot] = n_sets + 1
+                n_sets += 1
+                if 2 * n_sets > table_size:  # rehash
+                    table_size *= 2
+                    slots = np.zeros(table_size, np.int64)
+                    for d in range(n_sets):
+                        sl = set_hash[d] & np.uint64(table_size - 1)
+                        while slots[sl] != 0:
+                            sl = (sl + np.uint64(1)) & np.uint64(table_size - 1)
+                        slots[sl] = d + 1
+            trans[s, a] = found
+            prev_found = found
+        s += 1
+    accepting = np.zeros((n_sets, n_patterns), np.bool_)
+    for s in range(n_sets):
+        for k in range(set_off[s], set_off[s + 1]):
+            if pool[k] < n_patterns:
+                accepting[s, pool[k]] = True
+    return trans[:n_sets].copy(), accepting, 0
