@@ -99,11 +99,14 @@ class Engine:
 
 
 class LogitgateEngine(Engine):
-    """logitgate, lazy: masks are computed as states are reached."""
+    """logitgate as shipped (``index="background"``): compile returns at once and the states'
+    masks are computed on a background thread while the matcher runs; a state the matcher reaches
+    first is computed on the spot."""
 
     name = "logitgate"
     dist = "logitgate"
     full_index = False
+    index_mode = "background"
 
     def _import(self):
         from vocab import import_logitgate
@@ -125,6 +128,8 @@ class LogitgateEngine(Engine):
         except (TypeError, ValueError):
             params = {}
         self._compile_kw = {"cache": False} if "cache" in params else {}
+        if "index" in params:
+            self._compile_kw["index"] = self.index_mode
         self._clear_cache = getattr(self.lg, "clear_cache", None)
 
     def compile(self, regex):
@@ -149,12 +154,21 @@ class LogitgateEngine(Engine):
         return None
 
 
+class LogitgateLazyEngine(LogitgateEngine):
+    """logitgate with ``index="lazy"``: each state's mask is computed when first reached, no
+    background thread."""
+
+    name = "logitgate[lazy]"
+    index_mode = "lazy"
+
+
 class LogitgateIndexEngine(LogitgateEngine):
     """logitgate with ``compiled.build_index()`` done as part of compile (all masks up front)."""
 
     name = "logitgate[index]"
     full_index = True
     builds_full_index = True
+    index_mode = "lazy"
 
 
 class LogitgateMatcher:
@@ -341,6 +355,7 @@ class OutlinesCoreMatcher:
 
 ENGINES = {
     "logitgate": LogitgateEngine,
+    "logitgate[lazy]": LogitgateLazyEngine,
     "logitgate[index]": LogitgateIndexEngine,
     "outlines-core": OutlinesCoreEngine,
     "llguidance": LLGuidanceEngine,

@@ -261,3 +261,40 @@ def test_build_index_gives_the_lazy_masks(tok_spm):
     full = logitgate.compile(g, tok_spm, cache=False).build_index()
     for s in range(full.n_states):
         assert np.array_equal(lazy.token_mask(s), full.token_mask(s))
+
+
+@pytest.mark.parametrize("mode", ["background", "lazy", "eager"])
+def test_index_modes_give_identical_masks(mode, tok_tekken):
+    g = logitgate.Grammar.from_regex(r"(https?://)?[a-z0-9.-]{1,20}\.(com|org)(/[\w.-]*)*")
+    ref = logitgate.compile(g, tok_tekken, cache=False, index="lazy")
+    c = logitgate.compile(g, tok_tekken, cache=False, index=mode)
+    if mode == "eager":
+        assert c.n_masks_computed == c.n_states
+    if mode == "lazy":
+        assert c.n_masks_computed == 0
+    rng = random.Random(mode)
+    data = sample_valid_bytes(c.dfa, rng, max_len=30)
+    m, r = logitgate.Matcher(c), logitgate.Matcher(ref)
+    for i in range(len(data) + 1):
+        assert np.array_equal(current_mask(m, tok_tekken.vocab_size), current_mask(r, tok_tekken.vocab_size))
+        if i < len(data):
+            assert m.accept_bytes(data[i:i + 1]) and r.accept_bytes(data[i:i + 1])
+    if mode == "background":  # the background thread finishes the whole index
+        import time
+
+        deadline = time.monotonic() + 60
+        while c.n_masks_computed < c.n_states and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert c.n_masks_computed == c.n_states
+        for s in range(c.n_states):
+            assert np.array_equal(c.token_mask(s), ref.token_mask(s))
+
+
+def test_compile_rejects_bad_arguments(tok_spm):
+    g = logitgate.Grammar.from_regex("a")
+    with pytest.raises(TypeError, match="Grammar"):
+        logitgate.compile("a", tok_spm)
+    with pytest.raises(TypeError, match="Tokenizer"):
+        logitgate.compile(g, object())
+    with pytest.raises(ValueError, match="index"):
+        logitgate.compile(g, tok_spm, index="sometimes")

@@ -6,11 +6,19 @@ each DFA state the first time any matcher needs it (a trie walk in compiled code
 mask is a row copy. ``build_index()`` computes every state's mask ahead of time instead.
 
 Compiled grammars are cached by (grammar, tokenizer fingerprint); ``clear_cache()`` empties it.
+
+Index modes of ``compile``: ``"background"`` (default) computes the remaining states' masks on a
+background thread right after compiling (the kernels release the GIL, so this overlaps the
+model's forward pass; skipped when all masks would exceed ``BACKGROUND_INDEX_BUDGET`` bytes),
+``"lazy"`` computes each mask only when a matcher first needs it, ``"eager"`` computes all of
+them before ``compile`` returns.
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 import numpy as np
 
@@ -20,10 +28,18 @@ from .grammar import Grammar
 from .kernels import trie_kernels
 from .vocab import Tokenizer
 
-__all__ = ["CompiledGrammar", "compile", "clear_cache", "CACHE_SIZE"]
+__all__ = ["CompiledGrammar", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
 
 CACHE_SIZE = 128
 """How many compiled grammars the process-wide cache keeps (least recently used are dropped)."""
+
+BACKGROUND_INDEX_BUDGET = 64 * 2**20
+"""Largest total mask memory (bytes) that ``index="background"`` precomputes for one grammar."""
+
+IndexMode = Literal["background", "lazy", "eager"]
+
+_indexer: ThreadPoolExecutor | None = None
+_indexer_lock = threading.Lock()
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -55,6 +71,7 @@ class CompiledGrammar:
         self._masks: dict[int, np.ndarray] = {}
         self._forced: dict[int, bytes] = {}
         self._lock = threading.Lock()
+        self._indexing_started = False
 
     # -- states -------------------------------------------------------------------------------
     @property
@@ -121,6 +138,33 @@ class CompiledGrammar:
         return self
 
     @property
+    def n_masks_computed(self) -> int:
+        """How many states' masks are memoised so far."""
+        return len(self._masks)
+
+    def start_background_index(self) -> bool:
+        """Compute the masks of all states on a background thread (once); the start state is left
+        for last, as a matcher asks for it first. Returns False when skipped because the masks
+        would exceed ``BACKGROUND_INDEX_BUDGET``."""
+        global _indexer
+        if self.n_states * self.mask_words * 4 > BACKGROUND_INDEX_BUDGET:
+            return False
+        with self._lock:
+            if self._indexing_started:
+                return True
+            self._indexing_started = True
+        with _indexer_lock:
+            if _indexer is None:
+                _indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logitgate-index")
+        _indexer.submit(self._index_all_from, 1)
+        return True
+
+    def _index_all_from(self, first: int) -> None:
+        for state in [*range(first, self.n_states), *range(first)]:
+            if state not in self._masks:
+                self.token_mask(state)
+
+    @property
     def index_nbytes(self) -> int:
         """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
         masks = sum(m.nbytes for m in list(self._masks.values()))
@@ -142,17 +186,29 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 
-def compile(grammar: Grammar, tokenizer: Tokenizer, *, cache: bool = True) -> CompiledGrammar:
+def compile(
+    grammar: Grammar, tokenizer: Tokenizer, *, cache: bool = True, index: IndexMode = "background"
+) -> CompiledGrammar:
     """Compile ``grammar`` for ``tokenizer``. Reusable and thread-safe; cached by content.
 
-    Concurrent first uses of the same (grammar, tokenizer) compile it once.
+    Concurrent first uses of the same (grammar, tokenizer) compile it once. ``index`` says when
+    the token masks of the grammar's states are computed (see the module docstring).
     """
     if not isinstance(grammar, Grammar):
         raise TypeError(f"compile() expects a logitgate.Grammar, not {type(grammar).__name__}")
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"compile() expects a logitgate.Tokenizer, not {type(tokenizer).__name__}")
-    if not cache:
-        return _compile_uncached(grammar, tokenizer)
+    if index not in ("background", "lazy", "eager"):
+        raise ValueError(f"index must be 'background', 'lazy' or 'eager', not {index!r}")
+    compiled = _compile_cached(grammar, tokenizer) if cache else _compile_uncached(grammar, tokenizer)
+    if index == "eager":
+        compiled.build_index()
+    elif index == "background":
+        compiled.start_background_index()
+    return compiled
+
+
+def _compile_cached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     key = (grammar.cache_key, tokenizer.fingerprint)
     with _cache_lock:
         hit = _cache.get(key)

@@ -31,9 +31,13 @@ from __future__ import annotations
 import bisect
 import importlib
 import re
+import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
 from typing import Any
+
+from .._cachedir import cached_json
 
 __all__ = [
     "Ranges",
@@ -238,8 +242,15 @@ def category(name: str, ascii: bool = False) -> Ranges:
         return complement(category(name[4:], ascii))
     if ascii:
         return _ASCII_CATEGORIES[name]
-    # Runs of matching characters; the pattern is a single-character class repeated.
-    return ranges_matching(_UNICODE_PATTERNS[name])
+    # Runs of matching characters; the pattern is a single-character class repeated. The scan
+    # costs tens of ms, so its result is kept on disk per Python and Unicode database version.
+    rows = cached_json("unicode", _table_file(name), lambda: ranges_matching(_UNICODE_PATTERNS[name]))
+    return tuple((int(lo), int(hi)) for lo, hi in rows)
+
+
+def _table_file(name: str) -> str:
+    """File name of a persisted table: ``re``'s behaviour depends on these versions."""
+    return f"py{sys.version_info[0]}.{sys.version_info[1]}-ucd{unicodedata.unidata_version}-{name}.json"
 
 
 def digit(ascii: bool = False) -> Ranges:
@@ -305,9 +316,14 @@ class _CaseTable:
             self.fixes: dict[int, tuple[int, ...]] = {}
         else:
             lower, iscased = _sre_functions()
-            self.cased = tuple(c for c in range(MAX_CODE_POINT + 1) if iscased(c))
-            # lower(c) != c implies that c is cased
-            self.lower_map = {c: lc for c in self.cased if (lc := lower(c)) != c}
+
+            def scan() -> list[list[int]]:
+                # [c, lower(c)] for every cased c (lower(c) != c implies that c is cased)
+                return [[c, lower(c)] for c in range(MAX_CODE_POINT + 1) if iscased(c)]
+
+            pairs = cached_json("unicode", _table_file("CASED"), scan)
+            self.cased = tuple(int(c) for c, _ in pairs)
+            self.lower_map = {int(c): int(lc) for c, lc in pairs if lc != c}
             self.fixes = _extra_cases()
         self.cased_set = frozenset(self.cased)
         self.changed = tuple(sorted(self.lower_map))
