@@ -35,7 +35,7 @@ from regex_worker import PYTHON_SIDE  # noqa: E402
 from samples import REGEX_FILE, SAMPLES, check_samples, load_regexes  # noqa: E402
 from vocab import TOKENIZER_FILES, TextEncoder, load_vocab, reference_token_bytes  # noqa: E402
 
-DEFAULT_ENGINES = ("logitgate", "logitgate[lazy]", "logitgate[index]") + PEERS
+DEFAULT_ENGINES = ("logitgate", "logitgate[background]", "logitgate[index]") + PEERS
 SETUP_TIMEOUT_S = 300  # tokenizer load + engine setup + warm-up (first numba JIT can be slow)
 
 

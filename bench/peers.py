@@ -99,14 +99,13 @@ class Engine:
 
 
 class LogitgateEngine(Engine):
-    """logitgate as shipped (``index="background"``): compile returns at once and the states'
-    masks are computed on a background thread while the matcher runs; a state the matcher reaches
-    first is computed on the spot."""
+    """logitgate as shipped (``index="lazy"``): each state's mask is computed when a matcher
+    first reaches the state, then memoised."""
 
     name = "logitgate"
     dist = "logitgate"
     full_index = False
-    index_mode = "background"
+    index_mode = "lazy"
 
     def _import(self):
         from vocab import import_logitgate
@@ -154,12 +153,12 @@ class LogitgateEngine(Engine):
         return None
 
 
-class LogitgateLazyEngine(LogitgateEngine):
-    """logitgate with ``index="lazy"``: each state's mask is computed when first reached, no
-    background thread."""
+class LogitgateBackgroundEngine(LogitgateEngine):
+    """logitgate with ``index="background"``: the states' masks are computed on a background
+    thread after compile, while the walk runs (a state reached first is computed on the spot)."""
 
-    name = "logitgate[lazy]"
-    index_mode = "lazy"
+    name = "logitgate[background]"
+    index_mode = "background"
 
 
 class LogitgateIndexEngine(LogitgateEngine):
@@ -355,7 +354,7 @@ class OutlinesCoreMatcher:
 
 ENGINES = {
     "logitgate": LogitgateEngine,
-    "logitgate[lazy]": LogitgateLazyEngine,
+    "logitgate[background]": LogitgateBackgroundEngine,
     "logitgate[index]": LogitgateIndexEngine,
     "outlines-core": OutlinesCoreEngine,
     "llguidance": LLGuidanceEngine,

@@ -29,7 +29,7 @@ from peers import ENGINES, allocate_bitmask, is_allowed  # noqa: E402
 from vocab import load_vocab  # noqa: E402
 
 WARMUP_REGEX, WARMUP_TEXT = "[0-9]+(\\.[0-9]+)?", "3.14"
-PYTHON_SIDE = {"logitgate", "logitgate[lazy]", "logitgate[index]"}  # engines whose memory tracemalloc can see
+PYTHON_SIDE = {"logitgate", "logitgate[background]", "logitgate[index]"}  # engines whose memory tracemalloc can see
 
 
 def emit(obj):

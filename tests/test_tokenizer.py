@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from logitgate.errors import TokenizerError
 from logitgate.vocab.tokenizer import Tokenizer
 
+from .conftest import mistral_file
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 CORPUS = [
@@ -60,13 +62,7 @@ CORPUS = [
 ]
 
 
-def _mistral_data(name: str) -> Path:
-    spec = importlib.util.find_spec("mistral_common")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("mistral-common is not installed")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / name
-    assert path.is_file(), f"mistral-common does not ship {name}"
-    return path
+_mistral_data = mistral_file
 
 
 def _all_ids(tok: Tokenizer, ids: list[int]) -> bytes:

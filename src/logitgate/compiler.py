@@ -7,11 +7,12 @@ mask is a row copy. ``build_index()`` computes every state's mask ahead of time 
 
 Compiled grammars are cached by (grammar, tokenizer fingerprint); ``clear_cache()`` empties it.
 
-Index modes of ``compile``: ``"background"`` (default) computes the remaining states' masks on a
-background thread right after compiling (the kernels release the GIL, so this overlaps the
-model's forward pass; skipped when all masks would exceed ``BACKGROUND_INDEX_BUDGET`` bytes),
-``"lazy"`` computes each mask only when a matcher first needs it, ``"eager"`` computes all of
-them before ``compile`` returns.
+Index modes of ``compile``: ``"lazy"`` (default) computes each state's mask when a matcher first
+needs it; ``"background"`` computes the remaining states' masks on a background thread right
+after compiling (the kernels release the GIL, so this can overlap a model's forward pass; skipped
+when all masks would exceed ``BACKGROUND_INDEX_BUDGET`` bytes); ``"eager"`` computes all of them
+before ``compile`` returns. In a tight loop with no forward pass to hide behind, "background"
+measured slower than "lazy" on 2 cores (the two threads compete), hence the default.
 """
 from __future__ import annotations
 
@@ -187,7 +188,7 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
 
 
 def compile(
-    grammar: Grammar, tokenizer: Tokenizer, *, cache: bool = True, index: IndexMode = "background"
+    grammar: Grammar, tokenizer: Tokenizer, *, cache: bool = True, index: IndexMode = "lazy"
 ) -> CompiledGrammar:
     """Compile ``grammar`` for ``tokenizer``. Reusable and thread-safe; cached by content.
 

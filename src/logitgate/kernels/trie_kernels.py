@@ -35,22 +35,21 @@ def build_trie(flat, offsets, order):  # pragma: no cover - compiled
     """
     n_tok_total = offsets.shape[0] - 1
     m = order.shape[0]
-    # pass 1: count nodes (a token adds one node per byte past its common prefix with the previous)
+    # pass 1: common prefix with the previous token; a token adds one node per byte past it
+    lcps = np.zeros(m, np.int32)
     n_nodes = 1
-    prev = -1
     for k in range(m):
         t = order[k]
         a0 = offsets[t]
         la = offsets[t + 1] - a0
         lcp = 0
-        if prev >= 0:
-            b0 = offsets[prev]
-            lb = offsets[prev + 1] - b0
-            lim = min(la, lb)
+        if k > 0:
+            b0 = offsets[order[k - 1]]
+            lim = min(la, offsets[order[k - 1] + 1] - b0)
             while lcp < lim and flat[a0 + lcp] == flat[b0 + lcp]:
                 lcp += 1
+        lcps[k] = lcp
         n_nodes += la - lcp
-        prev = t
     node_byte = np.zeros(n_nodes, np.int32)
     node_depth = np.zeros(n_nodes, np.int32)
     subtree_end = np.zeros(n_nodes, np.int32)
@@ -63,18 +62,11 @@ def build_trie(flat, offsets, order):  # pragma: no cover - compiled
     path[0] = 0
     depth_now = 0  # depth of the deepest node on the current branch
     nxt = 1
-    prev = -1
     for k in range(m):
         t = order[k]
         a0 = offsets[t]
         la = offsets[t + 1] - a0
-        lcp = 0
-        if prev >= 0:
-            b0 = offsets[prev]
-            lb = offsets[prev + 1] - b0
-            lim = min(la, lb)
-            while lcp < lim and flat[a0 + lcp] == flat[b0 + lcp]:
-                lcp += 1
+        lcp = lcps[k]
         # close the nodes deeper than the common prefix: their subtrees end here
         while depth_now > lcp:
             subtree_end[path[depth_now]] = nxt
@@ -86,7 +78,6 @@ def build_trie(flat, offsets, order):  # pragma: no cover - compiled
             nxt += 1
         depth_now = la
         token_node[t] = path[la]
-        prev = t
     while depth_now > 0:
         subtree_end[path[depth_now]] = nxt
         depth_now -= 1
