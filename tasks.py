@@ -23,8 +23,10 @@ PY = BIN / "python"
 
 # What each task installs into the virtualenv (editable install of this checkout + extras).
 EXTRAS = {"demo": "mistral", "test": "dev", "bench": "dev,bench"}
-# torch is pulled in by xgrammar; the CPU build is pinned first so pip does not fetch a CUDA build.
-PRE_INSTALL = {"bench": ["torch==2.13.0"]}
+# torch (tests of the torch bitmask path; pulled in by xgrammar for the benchmark) is pinned first:
+# on these machines pip finds a 190 MB CPU build of 2.13.0 on disk; elsewhere this pin downloads
+# PyPI's default (CUDA) build of several GB.
+PRE_INSTALL = {"test": ["torch==2.13.0"], "bench": ["torch==2.13.0"]}
 
 
 def run(cmd: list[str], **kw: object) -> None:

@@ -39,7 +39,8 @@ def real_tok(request, tok_spm, tok_tekken):
 
 
 def outlines_regexes() -> dict[str, str]:
+    """outlines-core's benchmark regexes from ../shared/data ({} when the data is not there)."""
     path = SHARED_DATA / "outlines-core" / "regex_samples.json"
     if not path.exists():
-        pytest.skip(f"shared data not found at {path}")
+        return {}
     return json.loads(path.read_text())
