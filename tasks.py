@@ -41,7 +41,8 @@ def ensure_env(task: str) -> None:
         run([sys.executable, "-m", "venv", str(VENV)])
         run([PY, "-m", "pip", "install", "-q", "--upgrade", "pip"])
     extras = EXTRAS[task]
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()[:16]
+    recipe = extras + " " + " ".join(PRE_INSTALL.get(task, []))
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + recipe.encode()).hexdigest()[:16]
     stamp = VENV / f".installed-{task}-{digest}"
     if stamp.exists():
         return
