@@ -79,3 +79,16 @@ def test_bad_bitmask_is_refused(tok_spm):
         m.fill_next_token_bitmask(logitgate.allocate_token_bitmask(1, 10))
     with pytest.raises(TypeError):
         m.fill_next_token_bitmask(np.zeros((1, (tok_spm.vocab_size + 31) // 32), dtype=np.int64))
+
+
+def test_fill_into_torch_tensor_and_1d_rows(tok_spm):
+    torch = pytest.importorskip("torch")
+    m = logitgate.Matcher(logitgate.compile(logitgate.Grammar.from_regex("[0-9]+"), tok_spm))
+    ref = logitgate.allocate_token_bitmask(2, tok_spm.vocab_size)
+    m.fill_next_token_bitmask(ref, 1)
+    t = torch.full((2, ref.shape[1]), -1, dtype=torch.int32)
+    m.fill_next_token_bitmask(t, 1)
+    assert np.array_equal(t.numpy(), ref)
+    row = np.full(ref.shape[1], -1, dtype=np.int32)
+    m.fill_next_token_bitmask(row)
+    assert np.array_equal(row, ref[1])

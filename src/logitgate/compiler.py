@@ -68,7 +68,7 @@ class CompiledGrammar:
         eos = np.zeros(self.mask_words, dtype=np.uint32)
         for t in tokenizer.eos_token_ids:
             eos[t >> 5] |= np.uint32(1 << (t & 31))
-        self.eos_mask = _readonly(eos)
+        self.eos_mask = _readonly(eos.view(np.int32))  # bitmask layout, EOS tokens only
         self._masks: dict[int, np.ndarray] = {}
         self._forced: dict[int, bytes] = {}
         self._lock = threading.Lock()
@@ -112,8 +112,9 @@ class CompiledGrammar:
 
     # -- masks --------------------------------------------------------------------------------
     def token_mask(self, state: int) -> np.ndarray:
-        """The allowed-token mask at ``state``: read-only uint32 words, bit ``t`` = token ``t``
-        (EOS bits set exactly when the state is accepting). Memoised per state."""
+        """The allowed-token mask at ``state``: a read-only int32 row in the bitmask layout
+        (bit ``t % 32`` of word ``t // 32`` = token ``t``; EOS bits set exactly when the state is
+        accepting). Memoised per state."""
         mask = self._masks.get(state)
         if mask is None:
             mask = self._compute_mask(state)
@@ -128,9 +129,10 @@ class CompiledGrammar:
             self._trans, state, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
             trie.max_depth, out,
         )
+        words = out.view(np.int32)
         if self._accepting[state]:
-            out |= self.eos_mask
-        return _readonly(out)
+            words |= self.eos_mask
+        return _readonly(words)
 
     def build_index(self) -> "CompiledGrammar":
         """Compute the mask of every state now (instead of on first use); returns ``self``."""

@@ -45,14 +45,17 @@ class Matcher:
     def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
         """Write the allowed tokens for the next step into row ``index`` of ``bitmask`` (int32,
         shape ``(batch, ceil(vocab_size/32))``; a torch CPU tensor works too)."""
-        row = _row_view(bitmask, index, self.compiled.mask_words)
         mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
-        np.copyto(row, mask)
+        if type(bitmask) is np.ndarray and bitmask.dtype is _INT32 and bitmask.shape[-1] == mask.shape[0]:
+            if bitmask.ndim == 2:  # the common case, kept to one row assignment
+                bitmask[index] = mask
+                return
+        _row_view(bitmask, index, self.compiled.mask_words)[...] = mask
 
     def allowed_token_ids(self) -> np.ndarray:
         """The ids allowed next, ascending (a convenience for inspection; slower than a bitmask)."""
         mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
-        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")  # little-endian words
         return np.flatnonzero(bits[: self.compiled.tokenizer.vocab_size]).astype(np.int64)
 
     # -- stepping -----------------------------------------------------------------------------
@@ -160,9 +163,10 @@ def _row_view(bitmask: object, index: int, words: int) -> np.ndarray:
     row = arr[index] if arr.ndim == 2 else arr
     if row.shape[-1] != words:
         raise ValueError(f"bitmask rows have {row.shape[-1]} words; this vocabulary needs {words}")
-    return row.view(np.uint32)
+    return row
 
 
+_INT32 = np.dtype(np.int32)
 _pool: ThreadPoolExecutor | None = None
 
 
