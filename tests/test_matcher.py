@@ -298,3 +298,12 @@ def test_compile_rejects_bad_arguments(tok_spm):
         logitgate.compile(g, object())
     with pytest.raises(ValueError, match="index"):
         logitgate.compile(g, tok_spm, index="sometimes")
+
+
+def test_allowed_token_ids_match_the_bitmask(tok_spm):
+    m = logitgate.Matcher(logitgate.compile(logitgate.Grammar.from_regex("[0-9]{2}"), tok_spm))
+    for step in ("", "4", "2"):
+        assert m.accept_string(step)
+        assert np.array_equal(m.allowed_token_ids(), np.flatnonzero(current_mask(m, tok_spm.vocab_size)))
+    assert m.accept_token(tok_spm.eos_token_ids[0])
+    assert list(m.allowed_token_ids()) == list(tok_spm.eos_token_ids)

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .bitmask import bitmask_to_bool
 from .compiler import CompiledGrammar
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
@@ -45,18 +46,20 @@ class Matcher:
     def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
         """Write the allowed tokens for the next step into row ``index`` of ``bitmask`` (int32,
         shape ``(batch, ceil(vocab_size/32))``; a torch CPU tensor works too)."""
-        mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
-        if type(bitmask) is np.ndarray and bitmask.dtype is _INT32 and bitmask.shape[-1] == mask.shape[0]:
-            if bitmask.ndim == 2:  # the common case, kept to one row assignment
-                bitmask[index] = mask
-                return
+        mask = self._current_mask()
+        if (type(bitmask) is np.ndarray and bitmask.dtype is _INT32 and bitmask.ndim == 2
+                and bitmask.shape[1] == mask.shape[0]):
+            bitmask[index] = mask  # the common case, kept to one row assignment
+            return
         _row_view(bitmask, index, self.compiled.mask_words)[...] = mask
 
     def allowed_token_ids(self) -> np.ndarray:
         """The ids allowed next, ascending (a convenience for inspection; slower than a bitmask)."""
-        mask = self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
-        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")  # little-endian words
-        return np.flatnonzero(bits[: self.compiled.tokenizer.vocab_size]).astype(np.int64)
+        allowed = bitmask_to_bool(self._current_mask(), self.compiled.tokenizer.vocab_size)
+        return np.flatnonzero(allowed).astype(np.int64)
+
+    def _current_mask(self) -> np.ndarray:
+        return self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
 
     # -- stepping -----------------------------------------------------------------------------
     def accept_token(self, token_id: int) -> bool:
