@@ -1,7 +1,7 @@
 """Exception hierarchy: one root, positions in every input error."""
 from __future__ import annotations
 
-__all__ = ["LogitgateError", "RegexError", "TokenizerError", "CompileError"]
+__all__ = ["LogitgateError", "RegexError", "GrammarError", "GrammarWarning", "TokenizerError", "CompileError"]
 
 
 class LogitgateError(Exception):
@@ -34,6 +34,59 @@ class RegexError(LogitgateError, ValueError):
         if self.pattern is None or self.offset is None:
             return self.reason
         return f"{self.reason} at offset {self.offset}\n{self.get_context()}"
+
+
+class GrammarError(LogitgateError, ValueError):
+    """A grammar (Lark, GBNF, yacc) that cannot be compiled: names the line, column and rule.
+
+    Attributes: ``reason`` (the message without context), ``line``/``column`` (1-based, or None),
+    ``source_line`` (the offending line of the grammar text, or None), ``rule`` (the rule or
+    terminal the error is about, or None).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        source_line: str | None = None,
+        rule: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.rule = rule
+        super().__init__(self._render())
+
+    @classmethod
+    def at(cls, reason: str, text: str, offset: int, rule: str | None = None) -> "GrammarError":
+        """Error at a 0-based character ``offset`` of the grammar ``text`` (line/column computed)."""
+        offset = max(0, min(offset, len(text)))
+        line = text.count("\n", 0, offset) + 1
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        src = text[start : end if end >= 0 else len(text)]
+        return cls(reason, line=line, column=offset - start + 1, source_line=src, rule=rule)
+
+    def get_context(self) -> str:
+        """The offending grammar line with a caret under the column ('' when unknown)."""
+        if self.source_line is None:
+            return ""
+        caret = "" if self.column is None else "\n  " + " " * (self.column - 1) + "^"
+        return "  " + self.source_line.replace("\t", " ") + caret
+
+    def _render(self) -> str:
+        where = ""
+        if self.line is not None:
+            where = f" at line {self.line}" + (f", column {self.column}" if self.column is not None else "")
+        ctx = self.get_context()
+        return f"{self.reason}{where}" + (f"\n{ctx}" if ctx else "")
+
+
+class GrammarWarning(UserWarning):
+    """A grammar compiles but has a likely mistake (an unused or unproductive rule), named."""
 
 
 class TokenizerError(LogitgateError, ValueError):
