@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -29,7 +29,10 @@ from .grammar import Grammar
 from .kernels import trie_kernels
 from .vocab import Tokenizer
 
-__all__ = ["CompiledGrammar", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
+if TYPE_CHECKING:
+    from .grammar.cfg import CFG
+
+__all__ = ["CompiledGrammar", "CompiledCFG", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
 
 CACHE_SIZE = 128
 """How many compiled grammars the process-wide cache keeps (least recently used are dropped)."""
@@ -183,9 +186,70 @@ _cache_lock = threading.Lock()
 _key_locks: dict[tuple, threading.Lock] = {}
 
 
+class CompiledCFG(CompiledGrammar):
+    """A context-free grammar compiled against a tokenizer: lexer DFA + Earley tables
+    (``logitgate.grammar.engine``). Its states are mutable parse states owned by matchers."""
+
+    def __init__(self, grammar: Grammar, tokenizer: Tokenizer, cfg: "CFG") -> None:
+        from .grammar.engine import CFGEngine
+
+        self.grammar = grammar
+        self.tokenizer = tokenizer
+        self.trie = tokenizer.trie
+        self.cfg = cfg
+        self.mask_words = (tokenizer.vocab_size + 31) // 32
+        eos = np.zeros(self.mask_words, dtype=np.uint32)
+        for t in tokenizer.eos_token_ids:
+            eos[t >> 5] |= np.uint32(1 << (t & 31))
+        self.eos_mask = _readonly(eos.view(np.int32))
+        self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask)
+        self._lock = threading.Lock()
+
+    @property
+    def initial_state(self):  # type: ignore[override]
+        return self.engine.new_state()
+
+    @property
+    def n_states(self) -> int:
+        return self.engine.lexer.n_states
+
+    def token_mask(self, state) -> np.ndarray:  # type: ignore[override]
+        return self.engine.token_mask(state)
+
+    def is_accepting(self, state) -> bool:  # type: ignore[override]
+        return state.eos_allowed()
+
+    def forced_bytes(self, state) -> bytes:  # type: ignore[override]
+        return state.forced_bytes()
+
+    def build_index(self) -> "CompiledCFG":
+        """Grammar masks depend on the parse, so they are memoised as met; nothing to precompute."""
+        return self
+
+    def start_background_index(self) -> bool:
+        return False
+
+    @property
+    def n_masks_computed(self) -> int:
+        return self.engine.n_masks_computed
+
+    @property
+    def index_nbytes(self) -> int:
+        return self.engine.index_nbytes
+
+    def __repr__(self) -> str:
+        return (f"CompiledGrammar({self.grammar.kind}, terminals={self.cfg.n_terminals}, "
+                f"rules={len(self.cfg.rules)}, lexer_states={self.n_states}, "
+                f"tokenizer={self.tokenizer.name or self.tokenizer.fingerprint[:12]!r})")
+
+
 def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     if grammar.kind == "regex":
         return CompiledGrammar(grammar, tokenizer, regex_dfa(grammar.tree))
+    if grammar.kind in ("lark", "gbnf", "yacc"):
+        from .grammar.cfg import lower
+
+        return CompiledCFG(grammar, tokenizer, lower(grammar.ir))
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from .bitmask import bitmask_to_bool
-from .compiler import CompiledGrammar
+from .compiler import CompiledCFG, CompiledGrammar
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
 
@@ -29,7 +29,7 @@ class Matcher:
     is refused, until ``rollback`` or ``reset``.
     """
 
-    __slots__ = ("compiled", "max_rollback", "_state", "_history", "_terminated")
+    __slots__ = ("compiled", "max_rollback", "_state", "_history", "_terminated", "_cfg")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback: int = 16) -> None:
         if not isinstance(compiled, CompiledGrammar):
@@ -38,8 +38,11 @@ class Matcher:
             raise ValueError("max_rollback must be >= 0, or -1 for unlimited")
         self.compiled = compiled
         self.max_rollback = max_rollback
+        # a regex state is a DFA state number; a grammar state is a mutable ParseState whose
+        # history entries are its snapshots
+        self._cfg = isinstance(compiled, CompiledCFG)
         self._state = compiled.initial_state
-        self._history: deque[tuple[int, bool]] = deque(maxlen=None if max_rollback < 0 else max_rollback)
+        self._history: deque[tuple[object, bool]] = deque(maxlen=None if max_rollback < 0 else max_rollback)
         self._terminated = False
 
     # -- masks --------------------------------------------------------------------------------
@@ -79,6 +82,16 @@ class Matcher:
             self._push(self._state)
             self._terminated = True
             return True
+        if self._cfg:
+            trie = self.compiled.trie
+            if token_id >= trie.n_tokens or trie.token_node[token_id] < 0:
+                return False
+            snap = self._state.snapshot()
+            start, end = trie.token_span(token_id)
+            if not self._state.advance(trie.token_flat, start, end):
+                return False
+            self._push(snap)
+            return True
         nxt = self.compiled.advance_token(self._state, token_id)
         if nxt < 0:
             return False
@@ -90,6 +103,15 @@ class Matcher:
         """Advance by raw bytes (one rollback step). ``False`` and no change if any byte is refused."""
         if self._terminated:
             return False
+        if self._cfg:
+            if not data:
+                return True
+            snap = self._state.snapshot()
+            flat = np.frombuffer(bytes(data), dtype=np.uint8)
+            if not self._state.advance(flat, 0, len(flat)):
+                return False
+            self._push(snap)
+            return True
         nxt = self.compiled.advance_bytes(self._state, bytes(data))
         if nxt < 0:
             return False
@@ -119,7 +141,12 @@ class Matcher:
                 f"(max_rollback={self.max_rollback})"
             )
         for _ in range(num_steps):
-            self._state, self._terminated = self._history.pop()
+            prev, self._terminated = self._history.pop()
+            if self._cfg:
+                if prev is not None:
+                    self._state.restore(prev)  # type: ignore[arg-type]
+            else:
+                self._state = prev
 
     def reset(self) -> None:
         """Back to the start, history cleared."""
@@ -132,7 +159,8 @@ class Matcher:
         twin = Matcher.__new__(Matcher)
         twin.compiled = self.compiled
         twin.max_rollback = self.max_rollback
-        twin._state = self._state
+        twin._cfg = self._cfg
+        twin._state = self._state.copy() if self._cfg else self._state
         twin._history = self._history.copy()
         twin._terminated = self._terminated
         return twin
@@ -151,8 +179,10 @@ class Matcher:
         """How many steps ``rollback`` can undo now."""
         return len(self._history)
 
-    def _push(self, state: int) -> None:
+    def _push(self, state: object) -> None:
         if self.max_rollback != 0:
+            if self._cfg and not isinstance(state, tuple):
+                state = None  # EOS: the parse state itself does not change
             self._history.append((state, self._terminated))
 
     def __repr__(self) -> str:

@@ -1,0 +1,271 @@
+"""Check a :class:`~logitgate.grammar.ir.GrammarIR` and lower it to a plain BNF grammar (:class:`CFG`).
+
+Checks, each naming the rule (and its line when the front end knows it):
+
+* a reference to a name that is neither a rule nor a terminal -> ``GrammarError``;
+* rules that derive no finite string (unproductive) -> ``GrammarWarning``, and their productions
+  are dropped so that every item the parser can reach can still be completed (this is what makes
+  the parser's early error detection exact); when the start rule itself is unproductive the
+  language is empty -> ``GrammarError``;
+* rules not reachable from the start rule -> ``GrammarWarning`` (they are dropped).
+
+Lowering: EBNF operators become fresh nonterminals (``x*`` is left-recursive, ``x{m,n}`` a chain of
+optional copies), inline literals and regexes become terminals shared by content. In ``chars`` mode
+(GBNF) every literal is split into one-character terminals, so no lexing decision can change the
+language; :mod:`logitgate.grammar.lexemes` then merges what it safely can into longer lexemes.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from ..errors import GrammarError, GrammarWarning
+from ..regex.ast import CharClass, Concat, Node
+from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
+
+__all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node"]
+
+MAX_RULES = 200_000
+"""Largest number of BNF productions a grammar may lower to (repetition counts multiply)."""
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A lexeme kind of the lowered grammar."""
+
+    name: str
+    node: Node
+    literal: str | None = None
+    priority: int = 0
+    lazy: bool = False
+    ignore: bool = False
+
+
+@dataclass
+class CFG:
+    """A checked BNF grammar. Symbols: terminal ``i`` is ``i``; nonterminal ``j`` is
+    ``n_terminals + j``. ``rules[k] = (lhs nonterminal index, rhs symbols)``; nonterminal 0 is the
+    augmented start ``S' -> start`` and rule 0 is its only production."""
+
+    terminals: list[Terminal]
+    nonterminals: list[str]
+    rules: list[tuple[int, tuple[int, ...]]]
+    lex_mode: str
+    kind: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_terminals(self) -> int:
+        return len(self.terminals)
+
+    def symbol_name(self, sym: int) -> str:
+        t = self.n_terminals
+        return self.terminals[sym].name if sym < t else self.nonterminals[sym - t]
+
+
+def literal_node(text: str, ignore_case: bool = False) -> Node:
+    """The regex tree of a literal string (one character class per code point)."""
+    items: list[Node] = []
+    for ch in text:
+        cp = ord(ch)
+        if ignore_case and ch.lower() != ch.upper():
+            cps = sorted({cp, ord(ch.lower()[0]), ord(ch.upper()[0])})
+            items.append(CharClass(tuple((c, c) for c in cps)))
+        else:
+            items.append(CharClass(((cp, cp),)))
+    return items[0] if len(items) == 1 else Concat(tuple(items))
+
+
+class _Lowering:
+    def __init__(self, ir: GrammarIR) -> None:
+        self.ir = ir
+        self.terminals: list[Terminal] = []
+        self.term_index: dict[object, int] = {}
+        self.nonterminals: list[str] = ["$start"]
+        self.nt_index: dict[str, int] = {}
+        self.rules: list[tuple[str, list[tuple[str, object]]]] = []  # filled later as symbols
+        self.prods: dict[int, list[list[tuple[str, int]]]] = {}  # nt -> alternatives of ("t"|"n", idx)
+        self.fresh = 0
+
+    # -- errors -----------------------------------------------------------------------------
+    def error(self, reason: str, rule: str | None = None, line: int | None = None, column: int | None = None) -> GrammarError:
+        src_line = None
+        if line is not None and self.ir.source:
+            lines = self.ir.source.splitlines()
+            if 0 < line <= len(lines):
+                src_line = lines[line - 1]
+        return GrammarError(reason, line=line, column=column, source_line=src_line, rule=rule)
+
+    # -- terminals ----------------------------------------------------------------------------
+    def terminal(self, key: object, make: "callable[[], Terminal]") -> int:  # type: ignore[valid-type]
+        idx = self.term_index.get(key)
+        if idx is None:
+            idx = len(self.terminals)
+            self.terminals.append(make())
+            self.term_index[key] = idx
+        return idx
+
+    def named_terminal(self, name: str) -> int:
+        td: TerminalDef = self.ir.terminals[name]
+        return self.terminal(("named", name), lambda: Terminal(
+            td.name, td.node, td.literal, td.priority, td.lazy, name in self.ir.ignore))
+
+    def lit_terminal(self, text: str, ignore_case: bool) -> int:
+        shown = repr(text) if not ignore_case else repr(text) + "i"
+        return self.terminal(("lit", text, ignore_case), lambda: Terminal(
+            shown, literal_node(text, ignore_case), None if ignore_case else text))
+
+    def rx_terminal(self, rx: Rx) -> int:
+        return self.terminal(("rx", rx.node), lambda: Terminal(rx.source, rx.node))
+
+    # -- nonterminals -------------------------------------------------------------------------
+    def nt(self, name: str) -> int:
+        idx = self.nt_index.get(name)
+        if idx is None:
+            idx = len(self.nonterminals)
+            self.nonterminals.append(name)
+            self.nt_index[name] = idx
+        return idx
+
+    def new_nt(self, base: str) -> int:
+        self.fresh += 1
+        return self.nt(f"{base}#{self.fresh}")
+
+    def add(self, nt: int, alt: list[tuple[str, int]]) -> None:
+        self.prods.setdefault(nt, []).append(alt)
+        if sum(len(v) for v in self.prods.values()) > MAX_RULES:
+            raise self.error(f"the grammar expands to more than {MAX_RULES} productions (repetition counts too large?)")
+
+    # -- expressions ----------------------------------------------------------------------------
+    def alternatives(self, e: Expr, owner: str) -> list[list[tuple[str, int]]]:
+        if isinstance(e, Alt):
+            out: list[list[tuple[str, int]]] = []
+            for item in e.items:
+                out.extend(self.alternatives(item, owner))
+            return out
+        return [self.sequence(e, owner)]
+
+    def sequence(self, e: Expr, owner: str) -> list[tuple[str, int]]:
+        if isinstance(e, Seq):
+            out: list[tuple[str, int]] = []
+            for item in e.items:
+                out.extend(self.sequence(item, owner))
+            return out
+        if isinstance(e, Empty):
+            return []
+        if isinstance(e, Lit):
+            if not e.text:
+                return []
+            if self.ir.lex_mode == "chars":
+                return [("t", self.lit_terminal(ch, e.ignore_case)) for ch in e.text]
+            return [("t", self.lit_terminal(e.text, e.ignore_case))]
+        if isinstance(e, Rx):
+            return [("t", self.rx_terminal(e))]
+        if isinstance(e, Ref):
+            if e.name in self.ir.rules:
+                return [("n", self.nt(e.name))]
+            if e.name in self.ir.terminals:
+                return [("t", self.named_terminal(e.name))]
+            raise self.error(f"undefined rule or terminal {e.name!r} (used in rule {owner!r})", rule=owner,
+                             line=e.line, column=e.column)
+        if isinstance(e, Alt):
+            n = self.new_nt(owner)
+            for alt in self.alternatives(e, owner):
+                self.add(n, alt)
+            return [("n", n)]
+        if isinstance(e, Rep):
+            return self.repeat(e, owner)
+        raise TypeError(f"not a grammar expression: {e!r}")
+
+    def repeat(self, e: Rep, owner: str) -> list[tuple[str, int]]:
+        if e.min < 0 or (e.max is not None and e.max < e.min):
+            raise self.error(f"bad repetition bounds {{{e.min},{e.max}}} in rule {owner!r}", rule=owner)
+        if e.max == 0:
+            return []
+        body = self.alternatives(e.item, owner)
+        if len(body) == 1:
+            unit = body[0]
+        else:
+            n = self.new_nt(owner)
+            for alt in body:
+                self.add(n, alt)
+            unit = [("n", n)]
+        out: list[tuple[str, int]] = []
+        for _ in range(e.min):
+            out.extend(unit)
+        if e.max is None:
+            star = self.new_nt(owner)  # star -> ε | star unit
+            self.add(star, [])
+            self.add(star, [("n", star), *unit])
+            out.append(("n", star))
+        elif e.max > e.min:
+            # opt_k -> ε | unit opt_{k-1}: at most (max - min) more copies, one nonterminal each
+            tail: list[tuple[str, int]] = []
+            for _ in range(e.max - e.min):
+                opt = self.new_nt(owner)
+                self.add(opt, [])
+                self.add(opt, [*unit, *tail])
+                tail = [("n", opt)]
+            out.extend(tail)
+        return out
+
+
+def lower(ir: GrammarIR) -> CFG:
+    """Check ``ir`` and lower it to BNF (see the module docstring for what is reported)."""
+    both = set(ir.rules) & set(ir.terminals)
+    if both:
+        raise GrammarError(f"names used both as a rule and as a terminal: {', '.join(sorted(both))}")
+    if ir.start not in ir.rules:
+        raise GrammarError(f"the start rule {ir.start!r} is not defined", rule=ir.start)
+    for name in ir.ignore:
+        if name not in ir.terminals:
+            raise GrammarError(f"ignored terminal {name!r} is not defined", rule=name)
+    low = _Lowering(ir)
+    # rules reachable from the start, breadth first (unreachable ones are reported, not lowered)
+    start_nt = low.nt(ir.start)
+    low.add(0, [("n", start_nt)])
+    done: set[int] = set()
+    while True:
+        todo = [i for i in range(1, len(low.nonterminals)) if i not in done and low.nonterminals[i] in ir.rules]
+        if not todo:
+            break
+        for i in todo:
+            done.add(i)
+            name = low.nonterminals[i]
+            rule = ir.rules[name]
+            for alt in low.alternatives(rule.body, name):
+                low.add(i, alt)
+    for name in ir.ignore:
+        low.named_terminal(name)
+    msgs: list[str] = []
+    unused = [r for r in ir.rules if r not in low.nt_index]
+    if unused:
+        msgs.append(f"unused rules (not reachable from {ir.start!r}): {', '.join(unused)}")
+    t = len(low.terminals)
+    n_nt = len(low.nonterminals)
+    # productive nonterminals (fixpoint)
+    productive = [False] * n_nt
+    changed = True
+    while changed:
+        changed = False
+        for nt, alts in low.prods.items():
+            if productive[nt]:
+                continue
+            if any(all(kind == "t" or productive[i] for kind, i in alt) for alt in alts):
+                productive[nt] = True
+                changed = True
+    if not productive[start_nt]:
+        raise low.error(f"the grammar's language is empty: the start rule {ir.start!r} derives no finite string",
+                        rule=ir.start, line=ir.rules[ir.start].line)
+    bad = [low.nonterminals[i] for i in range(1, n_nt) if not productive[i]]
+    if bad:
+        named = sorted({b.split("#")[0] for b in bad})
+        msgs.append(f"rules that derive no finite string (their alternatives are dropped): {', '.join(named)}")
+    rules: list[tuple[int, tuple[int, ...]]] = []
+    for nt in range(n_nt):
+        for alt in low.prods.get(nt, []):
+            if all(kind == "t" or productive[i] for kind, i in alt):
+                rules.append((nt, tuple(i if kind == "t" else t + i for kind, i in alt)))
+    for msg in msgs:
+        warnings.warn(msg, GrammarWarning, stacklevel=3)
+    return CFG(low.terminals, low.nonterminals, rules, ir.lex_mode, ir.kind, msgs)

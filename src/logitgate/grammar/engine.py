@@ -1,0 +1,325 @@
+"""A context-free grammar bound to a vocabulary: lexer + Earley tables, the per-sequence parse
+state, and token masks.
+
+The mask at a position depends only on the lexer state and the parser's future, and the chart's
+last-row fingerprint identifies that future exactly (see ``kernels.earley_kernels``), so masks are
+memoised by ``(lexer state, fingerprint)``: the first visit walks the token trie with the lexer and
+parser together (a byte the lexer or parser refuses prunes its whole subtree; the parser is
+consulted only where a lexeme ends), later visits are a row copy.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..kernels import earley_kernels as ek
+from .cfg import CFG
+from .lexer import LexerTables, build_lexer
+
+__all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
+
+MASK_CACHE_BYTES = 256 * 2**20
+"""Memory a compiled grammar may spend on memoised masks (least recently used are dropped)."""
+
+MAX_FORCED_BYTES = 1024
+"""Longest jump-forward string ``forced_bytes`` returns in one call."""
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+class ParserTables:
+    """Flat Earley tables of a BNF grammar (see ``kernels.earley_kernels`` for the layout)."""
+
+    def __init__(self, cfg: CFG) -> None:
+        t = cfg.n_terminals
+        n_nt = len(cfg.nonterminals)
+        base: list[int] = []
+        dr_next: list[int] = []
+        dr_lhs: list[int] = []
+        for lhs, rhs in cfg.rules:
+            base.append(len(dr_next))
+            dr_next.extend(rhs)
+            dr_next.append(-1)
+            dr_lhs.extend([lhs] * (len(rhs) + 1))
+        preds: list[list[int]] = [[] for _ in range(n_nt)]
+        for r, (lhs, _) in enumerate(cfg.rules):
+            preds[lhs].append(base[r])
+        nullable = [False] * n_nt
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in cfg.rules:
+                if not nullable[lhs] and all(s >= t and nullable[s - t] for s in rhs):
+                    nullable[lhs] = True
+                    changed = True
+        self.n_term = t
+        self.n_words = max(1, (t + 63) // 64)
+        self.dr_next = _ro(np.asarray(dr_next, dtype=np.int32))
+        self.dr_lhs = _ro(np.asarray(dr_lhs, dtype=np.int32))
+        self.pred_ptr = _ro(np.cumsum([0] + [len(p) for p in preds]).astype(np.int32))
+        self.pred_dr = _ro(np.asarray([d for p in preds for d in p], dtype=np.int32))
+        self.nullable = _ro(np.asarray(nullable, dtype=np.uint8))
+        assert cfg.rules[0][0] == 0 and len(cfg.rules[0][1]) == 1
+        self.accept_dr = base[0] + 1
+
+    def args(self) -> tuple:
+        return (self.dr_next, self.dr_lhs, self.pred_ptr, self.pred_dr, self.nullable, self.n_term, self.accept_dr)
+
+
+class _Chart:
+    """Growable chart arrays (see ``kernels.earley_kernels``)."""
+
+    __slots__ = ("it_dr", "it_org", "row_ptr", "row_exp", "row_acc", "row_fp", "hkey", "hgen", "meta")
+
+    def __init__(self, n_words: int, items: int = 1024, rows: int = 256, hash_size: int = 1024) -> None:
+        self.it_dr = np.zeros(items, np.int32)
+        self.it_org = np.zeros(items, np.int32)
+        self.row_ptr = np.zeros(rows + 1, np.int32)
+        self.row_exp = np.zeros((rows, n_words), np.uint64)
+        self.row_acc = np.zeros(rows, np.uint8)
+        self.row_fp = np.zeros((rows, 2), np.uint64)
+        self.hkey = np.zeros(hash_size, np.int64)
+        self.hgen = np.zeros(hash_size, np.int32)
+        self.meta = np.zeros(2, np.int64)
+
+    def args(self) -> tuple:
+        return (self.it_dr, self.it_org, self.row_ptr, self.row_exp, self.row_acc, self.row_fp, self.hkey,
+                self.hgen, self.meta)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.meta[0])
+
+    def grow(self, code: int) -> None:
+        if code == ek.FULL_ROWS:
+            n = self.row_acc.shape[0] * 2
+            self.row_ptr = np.concatenate([self.row_ptr, np.zeros(n + 1 - self.row_ptr.shape[0], np.int32)])
+            self.row_exp = np.vstack([self.row_exp, np.zeros_like(self.row_exp)])
+            self.row_acc = np.concatenate([self.row_acc, np.zeros_like(self.row_acc)])
+            self.row_fp = np.vstack([self.row_fp, np.zeros_like(self.row_fp)])
+        else:  # items or the per-row hash table
+            self.it_dr = np.concatenate([self.it_dr, np.zeros_like(self.it_dr)])
+            self.it_org = np.concatenate([self.it_org, np.zeros_like(self.it_org)])
+            self.hkey = np.zeros(self.hkey.shape[0] * 2, np.int64)
+            self.hgen = np.zeros(self.hgen.shape[0] * 2, np.int32)
+
+    def copy(self) -> "_Chart":
+        twin = _Chart.__new__(_Chart)
+        rows = self.n_rows
+        items = int(self.row_ptr[rows])
+        twin.it_dr = self.it_dr.copy() if items * 2 > self.it_dr.shape[0] else _copy_prefix(self.it_dr, items)
+        twin.it_org = _copy_prefix(self.it_org, items, twin.it_dr.shape[0])
+        twin.row_ptr = self.row_ptr.copy()
+        twin.row_exp = self.row_exp.copy()
+        twin.row_acc = self.row_acc.copy()
+        twin.row_fp = self.row_fp.copy()
+        twin.hkey = np.zeros_like(self.hkey)
+        twin.hgen = np.zeros_like(self.hgen)
+        twin.meta = self.meta.copy()
+        return twin
+
+
+def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
+    out = np.zeros(size if size is not None else a.shape[0], a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
+class CFGEngine:
+    """Everything about one grammar and one vocabulary that all its parse states share."""
+
+    def __init__(self, cfg: CFG, trie, vocab_words: int, eos_mask: np.ndarray) -> None:
+        self.cfg = cfg
+        self.lexer: LexerTables = build_lexer(cfg)
+        self.tables = ParserTables(cfg)
+        self.trie = trie
+        self.mask_words = vocab_words
+        self.eos_mask = eos_mask
+        lx = self.lexer
+        self._lex_args = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
+                          lx.ignore_bits, lx.rank, lx.mode)
+        self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
+        self._partial: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._partial_bytes = 0
+        self._mask_bytes = 0
+        self._lock = threading.Lock()
+        self.n_walks = 0
+        probe = self.new_state()
+        if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
+            from ..errors import GrammarError
+
+            raise GrammarError("the grammar's language is empty")
+
+    def new_state(self) -> "ParseState":
+        st = ParseState(self, _Chart(self.tables.n_words), self.lexer.start)
+        self._retry(lambda: ek.push_row(*self.tables.args(), *st.chart.args(),
+                                        np.zeros(self.tables.n_words, np.uint64), True), st.chart)
+        return st
+
+    @staticmethod
+    def _retry(fn, chart: _Chart) -> int:
+        """Run a chart kernel, growing the chart while it reports FULL_*."""
+        while True:
+            rows = chart.n_rows
+            r = int(fn())
+            if r >= 0:
+                return r
+            chart.meta[0] = rows
+            chart.grow(r)
+
+    # -- masks --------------------------------------------------------------------------------
+    def token_mask(self, st: "ParseState") -> np.ndarray:
+        ch = st.chart
+        last = ch.n_rows - 1
+        key = (st.lex, int(ch.row_fp[last, 0]), int(ch.row_fp[last, 1]))
+        mask = self._masks.get(key)
+        if mask is not None:
+            return mask
+        trie = self.trie
+        lx = self.lexer
+        exp = ch.row_exp[last]
+        inside, bnd_node, bnd_state = self._partial_mask(st.lex, exp)
+        out = np.empty_like(inside)
+        while True:
+            out[:] = inside
+            r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
+                                     bnd_node.shape[0], *self._lex_args, *self.tables.args(), *ch.args(), out))
+            if r == ek.OK:
+                break
+            ch.meta[0] = last + 1
+            ch.grow(r)
+        self.n_walks += 1
+        # tokens with the same bytes as an earlier id
+        dup_first, dup_other = trie.dup_first, trie.dup_other
+        if dup_first.size:
+            bits = (out[dup_first >> 5] >> (dup_first & 31).astype(np.uint32)) & 1
+            for b in dup_other[bits.astype(bool)]:
+                out[b >> 5] |= np.uint32(1 << (int(b) & 31))
+        words = out.view(np.int32)
+        if st.eos_allowed():
+            words |= self.eos_mask
+        words.setflags(write=False)
+        with self._lock:
+            self._masks[key] = words
+            self._mask_bytes += words.nbytes
+            while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
+                _, old = self._masks.popitem(last=False)
+                self._mask_bytes -= old.nbytes
+        return words
+
+    def _partial_mask(self, lex: int, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        key = (lex, exp.tobytes())
+        hit = self._partial.get(key)
+        if hit is not None:
+            return hit
+        trie = self.trie
+        lx = self.lexer
+        inside = np.zeros(self.mask_words, dtype=np.uint32)
+        bnd_node = np.empty(trie.n_nodes, np.int32)
+        bnd_state = np.empty(trie.n_nodes, np.int32)
+        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, lex, lx.trans, lx.start, lx.acc_bits,
+                               lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits, lx.has_lazy, lx.ignore_bits,
+                               lx.rank, lx.mode, np.ascontiguousarray(exp), inside, bnd_node, bnd_state))
+        order = np.argsort(bnd_state[:nb], kind="stable")
+        hit = (inside, np.ascontiguousarray(bnd_node[:nb][order]), np.ascontiguousarray(bnd_state[:nb][order]))
+        with self._lock:
+            self._partial[key] = hit
+            self._partial_bytes += inside.nbytes + 8 * nb
+            while self._partial_bytes > MASK_CACHE_BYTES // 2 and len(self._partial) > 1:
+                _, old = self._partial.popitem(last=False)
+                self._partial_bytes -= old[0].nbytes + 8 * old[1].shape[0]
+        return hit
+
+    @property
+    def n_masks_computed(self) -> int:
+        return len(self._masks)
+
+    @property
+    def index_nbytes(self) -> int:
+        lx, tb = self.lexer, self.tables
+        tables = sum(a.nbytes for a in (lx.trans, lx.acc_bits, lx.reach_bits, tb.dr_next, tb.dr_lhs, tb.pred_dr))
+        return self._mask_bytes + tables
+
+
+class ParseState:
+    """Where one sequence is: the lexer state inside the current lexeme and the Earley chart.
+    Mutable; ``snapshot``/``restore`` give cheap rollback (rows are never changed once pushed)."""
+
+    __slots__ = ("engine", "chart", "lex")
+
+    def __init__(self, engine: CFGEngine, chart: _Chart, lex: int) -> None:
+        self.engine = engine
+        self.chart = chart
+        self.lex = lex
+
+    def snapshot(self) -> tuple[int, int]:
+        return (self.lex, self.chart.n_rows)
+
+    def restore(self, snap: tuple[int, int]) -> None:
+        self.lex, self.chart.meta[0] = snap[0], snap[1]
+
+    def copy(self) -> "ParseState":
+        return ParseState(self.engine, self.chart.copy(), self.lex)
+
+    def advance(self, flat: np.ndarray, start: int, stop: int) -> bool:
+        """Feed ``flat[start:stop]``; on refusal nothing changes and False is returned."""
+        eng = self.engine
+        ch = self.chart
+        rows0 = ch.n_rows
+        while True:
+            s = int(ek.advance_bytes(flat, start, stop, self.lex, *eng._lex_args, *eng.tables.args(), *ch.args()))
+            if s >= 0:
+                self.lex = s
+                return True
+            ch.meta[0] = rows0
+            if s == -1:
+                return False
+            ch.grow(s + 10)
+
+    def eos_allowed(self) -> bool:
+        eng = self.engine
+        lx = eng.lexer
+        ch = self.chart
+        scan = np.zeros(eng.tables.n_words, np.uint64)
+        rows0 = ch.n_rows
+        while True:
+            r = int(ek.eos_allowed(self.lex, lx.start, lx.acc_ptr, lx.acc_list, lx.ignore_bits, lx.rank, lx.mode,
+                                   *eng.tables.args(), *ch.args(), scan))
+            if r >= 0:
+                return r == 1
+            ch.meta[0] = rows0
+            ch.grow(r)
+
+    def allowed_bytes(self) -> list[int]:
+        """Every byte that may come next (0-255), by probing each one."""
+        out = []
+        one = np.zeros(1, np.uint8)
+        for b in range(256):
+            one[0] = b
+            snap = self.snapshot()
+            if self.advance(one, 0, 1):
+                out.append(b)
+            self.restore(snap)
+        return out
+
+    def forced_bytes(self) -> bytes:
+        """The bytes every valid continuation starts with (empty when there is a choice, stopping
+        included). Works on a copy; the state is unchanged."""
+        probe = self.copy()
+        out = bytearray()
+        one = np.zeros(1, np.uint8)
+        while len(out) < MAX_FORCED_BYTES and not probe.eos_allowed():
+            nxt = probe.allowed_bytes()
+            if len(nxt) != 1:
+                break
+            one[0] = nxt[0]
+            probe.advance(one, 0, 1)
+            out.append(nxt[0])
+        return bytes(out)

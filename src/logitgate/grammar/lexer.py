@@ -1,0 +1,116 @@
+"""The lexer of a context-free grammar: one byte DFA for all its terminals, as bitset tables.
+
+``acc_bits[s]`` are the terminals a lexeme ending in state ``s`` matches, ``reach_bits[s]`` the
+terminals still reachable from ``s`` (the seed's "reachable tokens per DFA state", used for early
+error detection: a byte is allowed only if what it can still become is something the parser
+expects). ``rank`` breaks ties between matches of the same length: higher priority first, then
+literals before regexes ("keywords are preferred"). Lexemes are never empty: when a terminal's
+regex matches the empty string, only its non-empty matches count (the start state is split off so
+that it never accepts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..automata import build_dfa
+from ..errors import CompileError, GrammarError
+from .cfg import CFG
+
+__all__ = ["LexerTables", "build_lexer", "MAX_LEXER_STATES"]
+
+MAX_LEXER_STATES = 200_000
+"""Largest lexer DFA (all terminals together) a grammar may compile to."""
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class LexerTables:
+    trans: np.ndarray  # int32 [n_states, 256], -1 dead
+    start: int
+    acc_bits: np.ndarray  # uint64 [n_states, n_words]
+    acc_ptr: np.ndarray  # int32 [n_states + 1]: acc_list[acc_ptr[s]:acc_ptr[s+1]] = terminals s matches
+    acc_list: np.ndarray  # int32
+    reach_bits: np.ndarray  # uint64 [n_states, n_words]
+    lazy_bits: np.ndarray  # uint64 [n_words]
+    ignore_bits: np.ndarray  # uint64 [n_words]
+    rank: np.ndarray  # int64 [n_words * 64]
+    mode: int  # 0 contextual, 1 global
+    has_lazy: bool
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+
+def bits_of(flags: np.ndarray, n_words: int) -> np.ndarray:
+    """Pack a bool matrix ``[rows, n_terms]`` (or a vector) into uint64 words."""
+    flags = np.atleast_2d(np.asarray(flags, dtype=bool))
+    padded = np.zeros((flags.shape[0], n_words * 64), dtype=bool)
+    padded[:, : flags.shape[1]] = flags
+    weights = (np.uint64(1) << np.arange(64, dtype=np.uint64)).astype(np.uint64)
+    out = (padded.reshape(flags.shape[0], n_words, 64).astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
+    return out.astype(np.uint64)
+
+
+def build_lexer(cfg: CFG) -> LexerTables:
+    """Build the lexer DFA and its tables for ``cfg``'s terminals."""
+    terms = cfg.terminals
+    n_t = len(terms)
+    n_words = max(1, (n_t + 63) // 64)
+    try:
+        dfa = build_dfa([t.node for t in terms], max_states=MAX_LEXER_STATES)
+    except CompileError as e:
+        raise GrammarError(f"the grammar's terminals need too large a lexer: {e}") from e
+    if dfa.start < 0:
+        raise GrammarError("no terminal of the grammar matches any string")
+    trans = np.asarray(dfa.transitions, dtype=np.int32)
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    reach = np.asarray(dfa.reachable, dtype=bool)
+    start = int(dfa.start)
+    never = [t.name for k, t in enumerate(terms) if not reach[start, k]]
+    if never:
+        raise GrammarError(f"terminals that match no string: {', '.join(never)}")
+    only_empty = [t.name for k, t in enumerate(terms)
+                  if acc[start, k] and not (reach[trans[start][trans[start] >= 0]][:, k].any())]
+    if only_empty:
+        raise GrammarError(f"terminals that match only the empty string: {', '.join(only_empty)}")
+    if acc[start].any():
+        # split the start state: a copy with the same moves that accepts nothing (no empty lexeme)
+        n = trans.shape[0]
+        trans = np.vstack([trans, trans[start:start + 1]])
+        acc = np.vstack([acc, np.zeros((1, n_t), dtype=bool)])
+        new_reach = np.zeros((1, n_t), dtype=bool)
+        live = trans[start][trans[start] >= 0]
+        if live.size:
+            new_reach[0] = reach[live].any(axis=0)
+        reach = np.vstack([reach, new_reach])
+        start = n
+    rank = np.full(n_words * 64, -(2**40), dtype=np.int64)
+    if cfg.lex_mode != "chars":  # chars mode: every match counts, no preferences
+        for k, t in enumerate(terms):
+            rank[k] = t.priority * 2 + (1 if t.literal is not None else 0)
+    else:
+        rank[:n_t] = 0
+    rows, cols = np.nonzero(acc)
+    acc_ptr = np.zeros(acc.shape[0] + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=acc.shape[0]), out=acc_ptr[1:])
+    return LexerTables(
+        trans=_ro(trans),
+        start=start,
+        acc_bits=_ro(bits_of(acc, n_words)),
+        acc_ptr=_ro(acc_ptr),
+        acc_list=_ro(cols.astype(np.int32)),
+        reach_bits=_ro(bits_of(reach, n_words)),
+        lazy_bits=_ro(bits_of(np.array([t.lazy for t in terms], dtype=bool), n_words)[0]),
+        ignore_bits=_ro(bits_of(np.array([t.ignore for t in terms], dtype=bool), n_words)[0]),
+        rank=_ro(rank),
+        mode=1 if cfg.lex_mode == "global" else 0,
+        has_lazy=any(t.lazy for t in terms),
+    )
