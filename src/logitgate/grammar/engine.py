@@ -142,8 +142,10 @@ class CFGEngine:
         self.mask_words = vocab_words
         self.eos_mask = eos_mask
         lx = self.lexer
-        self._lex_args = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
-                          lx.ignore_bits, lx.rank, lx.mode)
+        self.L = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
+                  lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
+        self.G = self.tables.args()
+        self._no_memo = ek.new_memo(self.tables.n_words, 0)
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
         self._partial: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
@@ -159,8 +161,8 @@ class CFGEngine:
 
     def new_state(self) -> "ParseState":
         st = ParseState(self, _Chart(self.tables.n_words), self.lexer.start)
-        self._retry(lambda: ek.push_row(*self.tables.args(), *st.chart.args(),
-                                        np.zeros(self.tables.n_words, np.uint64), True), st.chart)
+        self._retry(lambda: ek.push_row(self.G, st.chart.args(), np.zeros(self.tables.n_words, np.uint64), True),
+                    st.chart)
         return st
 
     @staticmethod
@@ -189,8 +191,11 @@ class CFGEngine:
         out = np.empty_like(inside)
         while True:
             out[:] = inside
+            if bnd_node.shape[0] == 0:
+                break
+            memo = ek.new_memo(self.tables.n_words, trie.max_depth)
             r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
-                                     bnd_node.shape[0], *self._lex_args, *self.tables.args(), *ch.args(), out))
+                                     bnd_node.shape[0], self.L, self.G, ch.args(), memo, out))
             if r == ek.OK:
                 break
             ch.meta[0] = last + 1
@@ -224,9 +229,8 @@ class CFGEngine:
         inside = np.zeros(self.mask_words, dtype=np.uint32)
         bnd_node = np.empty(trie.n_nodes, np.int32)
         bnd_state = np.empty(trie.n_nodes, np.int32)
-        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, lex, lx.trans, lx.start, lx.acc_bits,
-                               lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits, lx.has_lazy, lx.ignore_bits,
-                               lx.rank, lx.mode, np.ascontiguousarray(exp), inside, bnd_node, bnd_state))
+        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, np.ascontiguousarray(exp),
+                               inside, bnd_node, bnd_state))
         order = np.argsort(bnd_state[:nb], kind="stable")
         hit = (inside, np.ascontiguousarray(bnd_node[:nb][order]), np.ascontiguousarray(bnd_state[:nb][order]))
         with self._lock:
@@ -274,14 +278,14 @@ class ParseState:
         ch = self.chart
         rows0 = ch.n_rows
         while True:
-            s = int(ek.advance_bytes(flat, start, stop, self.lex, *eng._lex_args, *eng.tables.args(), *ch.args()))
+            s = int(ek.advance_bytes(eng.L, eng.G, ch.args(), eng._no_memo, flat, start, stop, self.lex))
             if s >= 0:
                 self.lex = s
                 return True
             ch.meta[0] = rows0
             if s == -1:
                 return False
-            ch.grow(s + 10)
+            ch.grow(s - ek._LEX_FULL)
 
     def eos_allowed(self) -> bool:
         eng = self.engine
@@ -290,8 +294,7 @@ class ParseState:
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
         while True:
-            r = int(ek.eos_allowed(self.lex, lx.start, lx.acc_ptr, lx.acc_list, lx.ignore_bits, lx.rank, lx.mode,
-                                   *eng.tables.args(), *ch.args(), scan))
+            r = int(ek.eos_allowed(eng.L, eng.G, ch.args(), self.lex, scan))
             if r >= 0:
                 return r == 1
             ch.meta[0] = rows0

@@ -1,24 +1,33 @@
 """Earley parser and lexer kernels over flat arrays: push a chart row for a set of scanned
 terminals, step the lexer by one byte, and walk the token trie with both to fill a token mask.
 
-Grammar tables (see ``logitgate.grammar.parser_tables``): dotted rules are numbered ``dr``;
-``dr_next[dr]`` is the symbol after the dot (terminal ``< T``, nonterminal ``T + A``, ``-1`` when
-complete), ``dr_lhs[dr]`` the rule's left-hand nonterminal, ``pred_ptr``/``pred_dr`` the dotted
-rules with the dot at the start for each nonterminal (CSR), ``nullable[A]``.
+Arguments are grouped in tuples of arrays (numba passes them as one value):
 
-Chart (one per matcher, grown by the caller when a kernel reports it is full): items
+``G`` — grammar tables (``logitgate.grammar.engine.ParserTables``): dotted rules are numbered
+``dr``; ``dr_next[dr]`` is the symbol after the dot (terminal ``< n_term``, nonterminal
+``n_term + A``, ``-1`` when complete), ``dr_lhs[dr]`` the rule's left-hand nonterminal,
+``pred_ptr``/``pred_dr`` the dotted rules with the dot at the start for each nonterminal (CSR),
+``nullable[A]``, ``n_term``, ``accept_dr`` (the augmented start rule, complete).
+
+``C`` — the chart (one per matcher, grown by the caller when a kernel reports FULL_*): items
 ``(it_dr[i], it_org[i])``; row ``k`` holds items ``row_ptr[k]:row_ptr[k+1]``; ``row_exp[k]`` is the
-bitset of terminals expected next; ``row_acc[k]`` whether the start rule is complete from 0;
+bitset of terminals expected next; ``row_acc[k]`` whether the start rule is complete from row 0;
 ``row_fp[k]`` a 128-bit fingerprint of the row that also covers the rows its items point back to,
-so equal fingerprints mean the same parser future (a sound cache key for masks).
-``meta[0]`` = number of rows, ``meta[1]`` = hash generation. Nullable rules follow Aycock and
-Horspool: predicting a nullable nonterminal also advances over it, so completions never look into
-the row being built.
+so equal fingerprints mean the same parser future (a sound cache key for masks); a per-row hash
+table (``hkey``/``hgen``) dedups items; ``meta[0]`` = number of rows, ``meta[1]`` = hash generation.
+Nullable rules follow Aycock and Horspool: predicting a nullable nonterminal also advances over
+it, so completions never look into the row being built.
 
-Lexer (``logitgate.grammar.lexer``): one byte DFA for all terminals; ``acc_bits[s]``/``reach_bits[s]``
-the terminals matched at / still reachable from state ``s``; ``rank[t]`` orders matches of the same
-length (priority, then literals first); ``mode`` 0 = contextual (only terminals the parser expects,
-plus ignored ones, compete), 1 = global (all terminals compete, the winner must be expected).
+``L`` — the lexer (``logitgate.grammar.lexer.LexerTables``): one byte DFA ``trans`` for all
+terminals; ``acc_ptr``/``acc_list`` (and ``acc_bits``) the terminals a state matches,
+``reach_bits[s]`` the terminals still reachable from ``s``; ``rank[t]`` orders matches of the same
+length (priority, then literals first); ``mode`` 0 = contextual (only terminals the parser
+expects, plus ignored ones, compete), 1 = global (all terminals compete, the winner must be
+expected); ``lazy_bits`` terminals that end as soon as they match.
+
+``M`` — a row memo local to one mask computation: a row pushed on top of a given row for the
+lexeme that ended in a given lexer state is always the same, so it is computed once per walk and
+copied afterwards (rows carry version ids, ``rver``, relative to the walk's base row).
 """
 from __future__ import annotations
 
@@ -32,9 +41,12 @@ REJECT = 0
 FULL_ITEMS = -1
 FULL_ROWS = -2
 FULL_HASH = -3
+_LEX_FULL = -10  # lexer-level results below this are FULL_* codes shifted by -10
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+MEMO_SLOTS = 4096
+MEMO_ITEMS = 1 << 17
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -54,18 +66,12 @@ def _add_item(dr, org, row_start, it_dr, it_org, end, hkey, hgen, gen):  # pragm
     key = (np.int64(dr) << np.int64(32)) | np.int64(org)
     mask = hkey.shape[0] - 1
     h = np.int64(_mix(np.uint64(key)) & np.uint64(mask))
-    probes = 0
     while hgen[h] == gen:
         if hkey[h] == key:
             return end
         h = (h + 1) & mask
-        probes += 1
-        if probes > mask:
-            return -1
-    if end >= it_dr.shape[0]:
-        return -1
-    if (end - row_start + 1) * 2 > hkey.shape[0]:
-        return -1  # keep the table at most half full
+    if end >= it_dr.shape[0] or (end - row_start + 1) * 2 > hkey.shape[0]:
+        return -1  # items full, or the table would be more than half full
     hgen[h] = gen
     hkey[h] = key
     it_dr[end] = dr
@@ -74,12 +80,13 @@ def _add_item(dr, org, row_start, it_dr, it_org, end, hkey, hgen, gen):  # pragm
 
 
 @njit(cache=True, nogil=True)
-def push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-             it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan, init):  # pragma: no cover
+def push_row(G, C, scan, init):  # pragma: no cover - compiled
     """Append a row: the items of the last row whose next symbol is a terminal in ``scan`` (a
     bitset), advanced, then closed under prediction and completion. With ``init`` set the row
-    is the first one (the start item, ``scan`` ignored). Returns OK, REJECT (nothing scanned; the
+    is the first one (the start item; ``scan`` ignored). Returns OK, REJECT (nothing scanned; the
     chart is unchanged) or a FULL_* code (the caller grows that array and retries)."""
+    dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr = G
+    it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta = C
     n_rows = meta[0]
     if n_rows + 1 >= row_ptr.shape[0] or n_rows >= row_exp.shape[0]:
         return FULL_ROWS
@@ -96,8 +103,7 @@ def push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
         if end < 0:
             return FULL_ITEMS
     else:
-        p0 = row_ptr[k - 1]
-        for i in range(p0, start):
+        for i in range(row_ptr[k - 1], start):
             x = dr_next[it_dr[i]]
             if x >= 0 and x < n_term and (scan[x >> 6] >> np.uint64(x & 63)) & np.uint64(1):
                 end = _add_item(it_dr[i] + 1, it_org[i], start, it_dr, it_org, end, hkey, hgen, gen)
@@ -105,8 +111,7 @@ def push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
                     return FULL_ITEMS
         if end == start:
             return REJECT
-    n_words = row_exp.shape[1]
-    for w in range(n_words):
+    for w in range(row_exp.shape[1]):
         row_exp[k, w] = 0
     acc = 0
     j = start
@@ -149,7 +154,7 @@ def push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
         else:
             g0 = row_fp[o, 0]
             g1 = row_fp[o, 1]
-        f0 += _mix(d * _M1 ^ g0)
+        f0 += _mix((d * _M1) ^ g0)
         f1 += _mix((d * _M2) ^ _mix(g1 + d))
     row_fp[k, 0] = f0
     row_fp[k, 1] = f1
@@ -159,22 +164,14 @@ def push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
     return OK
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _any_and3(a, b, c, n_words):  # pragma: no cover - compiled
-    """any(a & (b | c)) over ``n_words`` words of three bitset rows."""
-    for w in range(n_words):
-        if a[w] & (b[w] | c[w]):
-            return True
-    return False
-
-
 @njit(cache=True, nogil=True)
-def end_lexeme(s, exp, ign, acc_ptr, acc_list, rank, mode, scan):  # pragma: no cover - compiled
+def end_lexeme(L, s, exp, scan):  # pragma: no cover - compiled
     """Which terminals the lexeme read so far (lexer state ``s``) ends as, given the parser's
     expected set ``exp``. Fills ``scan`` with the winners the parser expects and returns 1; returns
-    2 when the winner is an ignored terminal (no parser step), 0 when it cannot end here.
-    ``acc_list[acc_ptr[s]:acc_ptr[s+1]]`` are the terminals state ``s`` matches."""
-    best = -(1 << 40)
+    2 when the winner is an ignored terminal (no parser step), 0 when it cannot end here."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    none = -(1 << 40)
+    best = none
     for q in range(acc_ptr[s], acc_ptr[s + 1]):
         t = acc_list[q]
         w = t >> 6
@@ -183,7 +180,7 @@ def end_lexeme(s, exp, ign, acc_ptr, acc_list, rank, mode, scan):  # pragma: no 
             continue
         if rank[t] > best:
             best = rank[t]
-    if best == -(1 << 40):
+    if best == none:
         return 0
     for w in range(scan.shape[0]):
         scan[w] = 0
@@ -208,47 +205,148 @@ def end_lexeme(s, exp, ign, acc_ptr, acc_list, rank, mode, scan):  # pragma: no 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _lazy_stop(s, exp, ign, acc_bits, lazy_bits, n_words):  # pragma: no cover - compiled
-    for w in range(n_words):
+def _viable(reach_bits, t, exp, ign):  # pragma: no cover - compiled
+    for w in range(exp.shape[0]):
+        if reach_bits[t, w] & (exp[w] | ign[w]):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lazy_stop(acc_bits, lazy_bits, s, exp, ign):  # pragma: no cover - compiled
+    for w in range(exp.shape[0]):
         if acc_bits[s, w] & lazy_bits[w] & (exp[w] | ign[w]):
             return True
     return False
 
 
+def new_memo(n_words: int, max_depth: int):
+    """Scratch for :func:`push_memo` (one per mask computation)."""
+    return (
+        np.full(MEMO_SLOTS, -(2**62), np.int64),  # parent version per slot (empty: very negative)
+        np.zeros(MEMO_SLOTS, np.int32),  # lexer state per slot
+        np.zeros(MEMO_SLOTS, np.int32),  # item start in the buffer (-1: the push was refused)
+        np.zeros(MEMO_SLOTS, np.int32),  # item count
+        np.zeros(MEMO_SLOTS, np.int64),  # version id of the row
+        np.zeros((MEMO_SLOTS, n_words), np.uint64),
+        np.zeros(MEMO_SLOTS, np.uint8),
+        np.zeros((MEMO_SLOTS, 2), np.uint64),
+        np.zeros(MEMO_ITEMS, np.int32),
+        np.zeros(MEMO_ITEMS, np.int32),
+        np.zeros(4, np.int64),  # entries used, items used, next version id, base row
+        np.zeros(max_depth + 3, np.int64),  # version of rows base-1 .. base+max_depth+1
+    )
+
+
 @njit(cache=True, nogil=True)
-def lex_byte(s, b, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode,
-             dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-             it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan):  # pragma: no cover
-    """Feed byte ``b`` at lexer state ``s`` with the parser at its last row. Returns the new lexer
-    state (the chart may have gained a row: a lexeme ended before ``b``), -1 if ``b`` is not
-    allowed, or a FULL_* code minus 10 (e.g. -11) when the chart must grow (nothing changed)."""
-    n_words = row_exp.shape[1]
-    last = meta[0] - 1
-    exp = row_exp[last]
+def push_memo(G, C, M, s_par, scan):  # pragma: no cover - compiled
+    """``push_row`` for the lexeme that ended in lexer state ``s_par`` (``scan`` its winners),
+    answered from the walk's memo when the same row was already pushed on the same parent."""
+    it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta = C
+    m_par, m_state, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M
+    k = meta[0]
+    base = m_meta[3]
+    rel = k - base  # rver index of the parent is rel (rver[0] is row base-1)
+    if rel < 0 or rel + 1 >= rver.shape[0]:
+        return push_row(G, C, scan, False)
+    pv = rver[rel]
+    slots = m_par.shape[0]
+    h = np.int64(_mix(np.uint64(pv) * _M1 ^ np.uint64(s_par)) & np.uint64(slots - 1))
+    probes = 0
+    while m_par[h] != -(2**62):
+        if m_par[h] == pv and m_state[h] == s_par:
+            if m_start[h] < 0:
+                return REJECT
+            n = m_len[h]
+            if k + 1 >= row_ptr.shape[0] or k >= row_exp.shape[0]:
+                return FULL_ROWS
+            st = row_ptr[k]
+            if st + n > it_dr.shape[0]:
+                return FULL_ITEMS
+            b0 = m_start[h]
+            for q in range(n):
+                it_dr[st + q] = b_dr[b0 + q]
+                it_org[st + q] = b_org[b0 + q]
+            row_ptr[k + 1] = st + n
+            for w in range(row_exp.shape[1]):
+                row_exp[k, w] = m_exp[h, w]
+            row_acc[k] = m_acc[h]
+            row_fp[k, 0] = m_fp[h, 0]
+            row_fp[k, 1] = m_fp[h, 1]
+            meta[0] = k + 1
+            rver[rel + 1] = m_ver[h]
+            return OK
+        h = (h + 1) & (slots - 1)
+        probes += 1
+        if probes >= slots:
+            break
+    r = push_row(G, C, scan, False)
+    if r < 0:
+        return r
+    ver = m_meta[2]
+    m_meta[2] = ver + 1
+    if r == OK:
+        rver[rel + 1] = ver
+    if probes >= slots or m_meta[0] * 2 >= slots:
+        return r  # memo full: just compute
+    n = row_ptr[k + 1] - row_ptr[k] if r == OK else 0
+    if r == OK and m_meta[1] + n > b_dr.shape[0]:
+        return r
+    m_par[h] = pv
+    m_state[h] = s_par
+    m_meta[0] += 1
+    if r != OK:
+        m_start[h] = -1
+        return r
+    b0 = m_meta[1]
+    st = row_ptr[k]
+    for q in range(n):
+        b_dr[b0 + q] = it_dr[st + q]
+        b_org[b0 + q] = it_org[st + q]
+    m_meta[1] = b0 + n
+    m_start[h] = b0
+    m_len[h] = n
+    m_ver[h] = ver
+    for w in range(row_exp.shape[1]):
+        m_exp[h, w] = row_exp[k, w]
+    m_acc[h] = row_acc[k]
+    m_fp[h, 0] = row_fp[k, 0]
+    m_fp[h, 1] = row_fp[k, 1]
+    return r
+
+
+@njit(cache=True, nogil=True)
+def lex_byte(L, G, C, M, s, b, scan, use_memo):  # pragma: no cover - compiled
+    """Feed byte ``b`` at lexer state ``s`` with the parser at the chart's last row. Returns the
+    new lexer state (the chart gained a row if a lexeme ended before ``b``), -1 if ``b`` is not
+    allowed, or a FULL_* code + ``_LEX_FULL`` when the chart must grow (nothing changed)."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    row_exp = C[3]
+    meta = C[8]
+    exp = row_exp[meta[0] - 1]
     t = trans[s, b]
-    if t >= 0 and not (s != lex_start and _lazy_stop(s, exp, ign, acc_bits, lazy_bits, n_words)):
-        if mode == 1:
-            # global lexing: the longest match over all terminals is taken; it must stay viable
-            if _any_and3(reach_bits[t], exp, ign, n_words):
-                return t
-            return -1
-        if _any_and3(reach_bits[t], exp, ign, n_words):
+    if t >= 0 and not (has_lazy and s != lex_start and _lazy_stop(acc_bits, lazy_bits, s, exp, ign)):
+        if _viable(reach_bits, t, exp, ign):
             return t
+        if mode == 1:
+            return -1  # global lexing: the longest match is taken, and it is not viable
     if s == lex_start:
         return -1
-    r = end_lexeme(s, exp, ign, acc_ptr, acc_list, rank, mode, scan)
+    r = end_lexeme(L, s, exp, scan)
     if r == 0:
         return -1
     if r == 1:
-        st = push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                      it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan, False)
+        if use_memo:
+            st = push_memo(G, C, M, s, scan)
+        else:
+            st = push_row(G, C, scan, False)
         if st < 0:
-            return st - 10
-        if st == 0:
+            return st + _LEX_FULL
+        if st == REJECT:
             return -1
         exp = row_exp[meta[0] - 1]
     t = trans[lex_start, b]
-    if t >= 0 and _any_and3(reach_bits[t], exp, ign, n_words):
+    if t >= 0 and _viable(reach_bits, t, exp, ign):
         return t
     if r == 1:
         meta[0] -= 1  # undo the row
@@ -256,24 +354,22 @@ def lex_byte(s, b, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, la
 
 
 @njit(cache=True, nogil=True)
-def eos_allowed(s, lex_start, acc_ptr, acc_list, ign, rank, mode, dr_next, dr_lhs, pred_ptr, pred_dr, nullable,
-                n_term, accept_dr, it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta,
-                scan):  # pragma: no cover - compiled
+def eos_allowed(L, G, C, s, scan):  # pragma: no cover - compiled
     """1 if the text can end here (lexer at ``s``), 0 if not, a FULL_* code if the chart must grow.
     The chart is left as it was."""
+    row_exp, row_acc, meta = C[3], C[4], C[8]
     last = meta[0] - 1
-    if s == lex_start:
+    if s == L[1]:
         return np.int64(row_acc[last])
-    r = end_lexeme(s, row_exp[last], ign, acc_ptr, acc_list, rank, mode, scan)
+    r = end_lexeme(L, s, row_exp[last], scan)
     if r == 0:
         return 0
     if r == 2:
         return np.int64(row_acc[last])
-    st = push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                  it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan, False)
+    st = push_row(G, C, scan, False)
     if st < 0:
         return st
-    if st == 0:
+    if st == REJECT:
         return 0
     ok = row_acc[meta[0] - 1]
     meta[0] -= 1
@@ -281,87 +377,37 @@ def eos_allowed(s, lex_start, acc_ptr, acc_list, ign, rank, mode, dr_next, dr_lh
 
 
 @njit(cache=True, nogil=True)
-def fill_mask(nodes, subtree_end, max_depth, s0, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign,
-              rank, mode, dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-              it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, out):  # pragma: no cover
-    """OR into ``out`` (uint32 words) every token whose bytes are allowed from lexer state ``s0``
-    with the parser at the chart's last row. The chart is restored before returning. Returns OK or a
-    FULL_* code (then ``out`` is incomplete: grow and call again)."""
-    n = nodes.shape[0]
-    n_words = row_exp.shape[1]
-    lex = np.empty(max_depth + 1, np.int32)
-    rows = np.empty(max_depth + 1, np.int64)
-    scan = np.zeros(n_words, np.uint64)
-    base_rows = meta[0]
-    lex[0] = s0
-    rows[0] = base_rows
-    status = OK
-    i = 1
-    while i < n:
-        r = nodes[i]
-        d = (r >> 8) & 0xFFFF
-        meta[0] = rows[d - 1]
-        s = lex_byte(lex[d - 1], r & 0xFF, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode,
-                     dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                     it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan)
-        if s < 0:
-            if s < -1:
-                status = s + 10
-                break
-            i = subtree_end[i]
-            continue
-        lex[d] = s
-        rows[d] = meta[0]
-        t = (r >> 24) - 1
-        if t >= 0:
-            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        i += 1
-    meta[0] = base_rows
-    return status
-
-
-@njit(cache=True, nogil=True)
-def advance_bytes(flat, start, stop, s0, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode,
-                  dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                  it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta):  # pragma: no cover
+def advance_bytes(L, G, C, M, flat, start, stop, s0):  # pragma: no cover - compiled
     """Feed ``flat[start:stop]``; returns the final lexer state (rows appended to the chart), -1 if
-    a byte is refused, or a FULL_* code minus 10. On failure the caller restores the row count."""
-    scan = np.zeros(row_exp.shape[1], np.uint64)
+    a byte is refused, or a FULL_* code + ``_LEX_FULL``. On failure the caller restores the rows."""
+    scan = np.zeros(C[3].shape[1], np.uint64)
     s = s0
     for k in range(start, stop):
-        s = lex_byte(s, flat[k], trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode,
-                     dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                     it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan)
+        s = lex_byte(L, G, C, M, s, flat[k], scan, False)
         if s < 0:
             return s
     return s
 
 
 @njit(cache=True, nogil=True)
-def lexer_walk(nodes, subtree_end, max_depth, s0, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits,
-               lazy_bits, has_lazy, ign, rank, mode, exp, out, bnd_node, bnd_state):  # pragma: no cover
+def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, out, bnd_node, bnd_state):  # pragma: no cover
     """The part of a mask that depends only on the lexer state ``s0`` and the parser's expected
     set ``exp``: OR into ``out`` every token whose bytes stay inside lexemes the parser does not
     see (the current one, and ignored ones after it). Where a token would end a lexeme the parser
     must scan, record the trie node and the lexer state before it in ``bnd_node``/``bnd_state``
     (its subtree is left for :func:`boundary_walk`). Returns the number of such boundaries."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     n = nodes.shape[0]
     n_states = trans.shape[0]
-    n_words = exp.shape[0]
     ok = np.zeros(n_states, np.uint8)
     stop = np.zeros(n_states, np.uint8)
     for st in range(n_states):
-        for w in range(n_words):
-            if reach_bits[st, w] & (exp[w] | ign[w]):
-                ok[st] = 1
-                break
-        if has_lazy:
-            for w in range(n_words):
-                if acc_bits[st, w] & lazy_bits[w] & (exp[w] | ign[w]):
-                    stop[st] = 1
-                    break
+        if _viable(reach_bits, st, exp, ign):
+            ok[st] = 1
+        if has_lazy and st != lex_start and _lazy_stop(acc_bits, lazy_bits, st, exp, ign):
+            stop[st] = 1
     endres = np.full(n_states, -1, np.int8)
-    scan = np.zeros(n_words, np.uint64)
+    scan = np.zeros(exp.shape[0], np.uint64)
     lex = np.empty(max_depth + 1, np.int32)
     lex[0] = s0
     nb = 0
@@ -372,7 +418,7 @@ def lexer_walk(nodes, subtree_end, max_depth, s0, trans, lex_start, acc_bits, ac
         s = lex[d - 1]
         b = r & 0xFF
         t = trans[s, b]
-        if t >= 0 and not (stop[s] and s != lex_start):
+        if t >= 0 and not stop[s]:
             if ok[t]:
                 lex[d] = t
                 tok = (r >> 24) - 1
@@ -388,15 +434,13 @@ def lexer_walk(nodes, subtree_end, max_depth, s0, trans, lex_start, acc_bits, ac
             continue
         e = endres[s]
         if e < 0:
-            e = end_lexeme(s, exp, ign, acc_ptr, acc_list, rank, mode, scan)
+            e = end_lexeme(L, s, exp, scan)
             endres[s] = e
         if e == 1:
             bnd_node[nb] = i
             bnd_state[nb] = s
             nb += 1
-            i = subtree_end[i]
-            continue
-        if e == 2:
+        elif e == 2:
             t = trans[lex_start, b]
             if t >= 0 and ok[t]:
                 lex[d] = t
@@ -410,28 +454,36 @@ def lexer_walk(nodes, subtree_end, max_depth, s0, trans, lex_start, acc_bits, ac
 
 
 @njit(cache=True, nogil=True)
-def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, trans, lex_start, acc_bits, acc_ptr,
-                  acc_list, reach_bits, lazy_bits, ign, rank, mode, dr_next, dr_lhs, pred_ptr, pred_dr, nullable,
-                  n_term, accept_dr, it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta,
-                  out):  # pragma: no cover
+def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, C, M, out):  # pragma: no cover
     """Finish a mask after :func:`lexer_walk`: for each recorded boundary (grouped by lexer state,
     so the parser scans each ended lexeme once) push the parser row and walk the node's subtree
-    with lexer and parser together. The chart is restored. Returns OK or a FULL_* code."""
-    n_words = row_exp.shape[1]
+    with lexer and parser together. The chart is restored. Returns OK or a FULL_* code.
+
+    Inside a lexeme only the lexer moves, so each node costs a table lookup: which lexer states
+    are viable for the row at hand is cached per depth (``okt``, 0 = not computed yet) and
+    recomputed lazily after the row changes."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    row_exp = C[3]
+    meta = C[8]
+    m_meta, rver = M[10], M[11]
+    n_states = trans.shape[0]
     lex = np.empty(max_depth + 1, np.int32)
     rows = np.empty(max_depth + 1, np.int64)
-    scan = np.zeros(n_words, np.uint64)
+    okd = np.empty(max_depth + 1, np.int32)  # the depth whose okt row serves depth d
+    okt = np.zeros((max_depth + 1, n_states), np.uint8)
+    scan = np.zeros(row_exp.shape[1], np.uint64)
     base = meta[0]
+    m_meta[3] = base
+    rver[0] = -1
     status = OK
     k = 0
     while k < nb:
         s_par = bnd_state[k]
         meta[0] = base
-        r = end_lexeme(s_par, row_exp[base - 1], ign, acc_ptr, acc_list, rank, mode, scan)
+        r = end_lexeme(L, s_par, row_exp[base - 1], scan)
         st = REJECT
         if r == 1:
-            st = push_row(dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term, accept_dr,
-                          it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan, False)
+            st = push_memo(G, C, M, s_par, scan)
         if st < 0:
             status = st
             break
@@ -442,23 +494,49 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, trans,
                 d0 = (nodes[i0] >> 8) & 0xFFFF
                 lex[d0 - 1] = lex_start
                 rows[d0 - 1] = rows1
+                okd[d0 - 1] = d0 - 1
+                okt[d0 - 1, :] = 0
                 end = subtree_end[i0]
                 i = i0
                 while i < end:
                     rr = nodes[i]
                     d = (rr >> 8) & 0xFFFF
+                    sp = lex[d - 1]
+                    b = rr & 0xFF
+                    t = trans[sp, b]
+                    od = okd[d - 1]
+                    if t >= 0 and not (has_lazy and sp != lex_start):
+                        v = okt[od, t]
+                        if v == 0:
+                            v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
+                            okt[od, t] = v
+                        if v == 1:
+                            lex[d] = t
+                            rows[d] = rows[d - 1]
+                            okd[d] = od
+                            tok = (rr >> 24) - 1
+                            if tok >= 0:
+                                out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                            i += 1
+                            continue
+                        if mode == 1:
+                            i = subtree_end[i]
+                            continue
                     meta[0] = rows[d - 1]
-                    s = lex_byte(lex[d - 1], rr & 0xFF, trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits,
-                                 lazy_bits, ign, rank, mode, dr_next, dr_lhs, pred_ptr, pred_dr, nullable, n_term,
-                                 accept_dr, it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta, scan)
+                    s = lex_byte(L, G, C, M, sp, b, scan, True)
                     if s < 0:
-                        if s < -1:
-                            status = s + 10
+                        if s <= _LEX_FULL:
+                            status = s - _LEX_FULL
                             break
                         i = subtree_end[i]
                         continue
                     lex[d] = s
                     rows[d] = meta[0]
+                    if rows[d] != rows[d - 1]:
+                        okd[d] = d
+                        okt[d, :] = 0
+                    else:
+                        okd[d] = od
                     tok = (rr >> 24) - 1
                     if tok >= 0:
                         out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
