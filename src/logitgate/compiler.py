@@ -248,8 +248,11 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
         return CompiledGrammar(grammar, tokenizer, regex_dfa(grammar.tree))
     if grammar.kind in ("lark", "gbnf", "yacc"):
         from .grammar.cfg import lower
+        from .grammar.lexemes import merge_lexemes
 
-        return CompiledCFG(grammar, tokenizer, lower(grammar.ir))
+        ir = grammar.ir
+        cfg = merge_lexemes(ir)[1] if ir.lex_mode == "chars" else lower(ir)
+        return CompiledCFG(grammar, tokenizer, cfg)
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 

@@ -210,8 +210,9 @@ class _Lowering:
         return out
 
 
-def lower(ir: GrammarIR) -> CFG:
-    """Check ``ir`` and lower it to BNF (see the module docstring for what is reported)."""
+def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
+    """Check ``ir`` and lower it to BNF (see the module docstring for what is reported; with
+    ``warn`` the findings are also issued as ``GrammarWarning``)."""
     both = set(ir.rules) & set(ir.terminals)
     if both:
         raise GrammarError(f"names used both as a rule and as a terminal: {', '.join(sorted(both))}")
@@ -266,6 +267,6 @@ def lower(ir: GrammarIR) -> CFG:
         for alt in low.prods.get(nt, []):
             if all(kind == "t" or productive[i] for kind, i in alt):
                 rules.append((nt, tuple(i if kind == "t" else t + i for kind, i in alt)))
-    for msg in msgs:
+    for msg in msgs if warn else ():
         warnings.warn(msg, GrammarWarning, stacklevel=3)
     return CFG(low.terminals, low.nonterminals, rules, ir.lex_mode, ir.kind, msgs)

@@ -145,11 +145,13 @@ class CFGEngine:
         self.L = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
         self.G = self.tables.args()
+        self._node_depth = trie.node_depth
         self._no_memo = ek.new_memo(self.tables.n_words, 0)
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
         self._partial: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._partial_bytes = 0
+        self._after: dict[tuple[int, bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self.n_walks = 0
@@ -185,21 +187,16 @@ class CFGEngine:
         if mask is not None:
             return mask
         trie = self.trie
-        lx = self.lexer
-        exp = ch.row_exp[last]
-        inside, bnd_node, bnd_state = self._partial_mask(st.lex, exp)
-        out = np.empty_like(inside)
-        while True:
-            out[:] = inside
-            if bnd_node.shape[0] == 0:
-                break
-            memo = ek.new_memo(self.tables.n_words, trie.max_depth)
-            r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
-                                     bnd_node.shape[0], self.L, self.G, ch.args(), memo, out))
-            if r == ek.OK:
-                break
-            ch.meta[0] = last + 1
-            ch.grow(r)
+        inside, bnd_node, bnd_state = self._partial_mask(st.lex, ch.row_exp[last])
+        out = inside.copy()
+        if bnd_node.shape[0]:
+            # boundaries right at the token's first byte: the current lexeme ends before it, and
+            # the rest is the lexer-only walk from the start state under the new parser row
+            first = self._node_depth[bnd_node] == 1
+            if first.any():
+                self._after_first_byte(st, trie.nodes[bnd_node[first]] & 0xFF, ch.row_exp[last], out)
+                bnd_node, bnd_state = bnd_node[~first], bnd_state[~first]
+            self._boundary(out, bnd_node, bnd_state, ch)
         self.n_walks += 1
         # tokens with the same bytes as an earlier id
         dup_first, dup_other = trie.dup_first, trie.dup_other
@@ -218,6 +215,56 @@ class CFGEngine:
                 _, old = self._masks.popitem(last=False)
                 self._mask_bytes -= old.nbytes
         return words
+
+    def _boundary(self, out: np.ndarray, bnd_node: np.ndarray, bnd_state: np.ndarray, ch: _Chart) -> None:
+        """OR into ``out`` the tokens crossing the given boundaries (parser at ``ch``'s last row)."""
+        if bnd_node.shape[0] == 0:
+            return
+        trie = self.trie
+        rows = ch.n_rows
+        while True:
+            part = np.zeros_like(out)
+            memo = ek.new_memo(self.tables.n_words, trie.max_depth)
+            r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
+                                     bnd_node.shape[0], self.L, self.G, ch.args(), memo, part))
+            ch.meta[0] = rows
+            if r == ek.OK:
+                out |= part
+                return
+            ch.grow(r)
+
+    def _after_first_byte(self, st: "ParseState", first_bytes: np.ndarray, exp0: np.ndarray, out: np.ndarray) -> None:
+        """The tokens whose first byte ends the current lexeme (``first_bytes``): push the row for
+        that lexeme, then the lexer-only part from the start state (restricted to those first
+        bytes) plus its own boundaries. Cached per (lexer state, expected set, next expected set)."""
+        ch = st.chart
+        rows = ch.n_rows
+        while True:
+            r = int(ek.end_and_push(self.L, self.G, ch.args(), st.lex))
+            if r >= 0:
+                break
+            ch.meta[0] = rows
+            ch.grow(r)
+        if r != ek.OK:
+            return
+        try:
+            exp2 = ch.row_exp[rows]
+            key = (st.lex, exp0.tobytes(), exp2.tobytes())
+            hit = self._after.get(key)
+            if hit is None:
+                inside, bnd_node, bnd_state = self._partial_mask(self.lexer.start, exp2)
+                trie = self.trie
+                allowed_first = np.bitwise_or.reduce(trie.first_byte_masks[first_bytes], axis=0)
+                keep = np.isin(trie.node_first_byte[bnd_node], first_bytes)
+                hit = (inside & allowed_first, bnd_node[keep], bnd_state[keep])
+                with self._lock:
+                    if len(self._after) > 4096:
+                        self._after.clear()
+                    self._after[key] = hit
+            out |= hit[0]
+            self._boundary(out, hit[1], hit[2], ch)
+        finally:
+            ch.meta[0] = rows
 
     def _partial_mask(self, lex: int, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = (lex, exp.tobytes())

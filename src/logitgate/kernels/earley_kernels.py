@@ -45,8 +45,8 @@ _LEX_FULL = -10  # lexer-level results below this are FULL_* codes shifted by -1
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
-MEMO_SLOTS = 4096
-MEMO_ITEMS = 1 << 17
+MEMO_SLOTS = 2048
+MEMO_ITEMS = 1 << 15
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -224,7 +224,7 @@ def new_memo(n_words: int, max_depth: int):
     """Scratch for :func:`push_memo` (one per mask computation)."""
     return (
         np.full(MEMO_SLOTS, -(2**62), np.int64),  # parent version per slot (empty: very negative)
-        np.zeros(MEMO_SLOTS, np.int32),  # lexer state per slot
+        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # scanned terminals per slot
         np.zeros(MEMO_SLOTS, np.int32),  # item start in the buffer (-1: the push was refused)
         np.zeros(MEMO_SLOTS, np.int32),  # item count
         np.zeros(MEMO_SLOTS, np.int64),  # version id of the row
@@ -239,11 +239,11 @@ def new_memo(n_words: int, max_depth: int):
 
 
 @njit(cache=True, nogil=True)
-def push_memo(G, C, M, s_par, scan):  # pragma: no cover - compiled
-    """``push_row`` for the lexeme that ended in lexer state ``s_par`` (``scan`` its winners),
-    answered from the walk's memo when the same row was already pushed on the same parent."""
+def push_memo(G, C, M, scan):  # pragma: no cover - compiled
+    """``push_row`` for the terminals ``scan``, answered from the walk's memo when the same
+    terminals were already scanned on the same parent row."""
     it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta = C
-    m_par, m_state, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M
+    m_par, m_scan, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M
     k = meta[0]
     base = m_meta[3]
     rel = k - base  # rver index of the parent is rel (rver[0] is row base-1)
@@ -251,10 +251,20 @@ def push_memo(G, C, M, s_par, scan):  # pragma: no cover - compiled
         return push_row(G, C, scan, False)
     pv = rver[rel]
     slots = m_par.shape[0]
-    h = np.int64(_mix(np.uint64(pv) * _M1 ^ np.uint64(s_par)) & np.uint64(slots - 1))
+    n_words = scan.shape[0]
+    hv = _mix(np.uint64(pv) * _M1)
+    for w in range(n_words):
+        hv = _mix(hv ^ scan[w])
+    h = np.int64(hv & np.uint64(slots - 1))
     probes = 0
     while m_par[h] != -(2**62):
-        if m_par[h] == pv and m_state[h] == s_par:
+        same = m_par[h] == pv
+        if same:
+            for w in range(n_words):
+                if m_scan[h, w] != scan[w]:
+                    same = False
+                    break
+        if same:
             if m_start[h] < 0:
                 return REJECT
             n = m_len[h]
@@ -293,7 +303,8 @@ def push_memo(G, C, M, s_par, scan):  # pragma: no cover - compiled
     if r == OK and m_meta[1] + n > b_dr.shape[0]:
         return r
     m_par[h] = pv
-    m_state[h] = s_par
+    for w in range(n_words):
+        m_scan[h, w] = scan[w]
     m_meta[0] += 1
     if r != OK:
         m_start[h] = -1
@@ -337,7 +348,7 @@ def lex_byte(L, G, C, M, s, b, scan, use_memo):  # pragma: no cover - compiled
         return -1
     if r == 1:
         if use_memo:
-            st = push_memo(G, C, M, s, scan)
+            st = push_memo(G, C, M, scan)
         else:
             st = push_row(G, C, scan, False)
         if st < 0:
@@ -483,7 +494,7 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, 
         r = end_lexeme(L, s_par, row_exp[base - 1], scan)
         st = REJECT
         if r == 1:
-            st = push_memo(G, C, M, s_par, scan)
+            st = push_memo(G, C, M, scan)
         if st < 0:
             status = st
             break
@@ -548,3 +559,17 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, 
             break
     meta[0] = base
     return status
+
+
+@njit(cache=True, nogil=True)
+def end_and_push(L, G, C, s):  # pragma: no cover - compiled
+    """End the lexeme in lexer state ``s`` and push the parser row for it. Returns OK (a row was
+    pushed), REJECT (it cannot end here, or it is an ignored lexeme: no row) or a FULL_* code."""
+    row_exp, meta = C[3], C[8]
+    scan = np.zeros(row_exp.shape[1], np.uint64)
+    if s == L[1]:
+        return REJECT
+    r = end_lexeme(L, s, row_exp[meta[0] - 1], scan)
+    if r != 1:
+        return REJECT
+    return push_row(G, C, scan, False)

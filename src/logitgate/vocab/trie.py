@@ -7,6 +7,7 @@ start with them. The arrays are plain numpy (read-only), ready for the numba ker
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +77,28 @@ class TokenTrie:
         self.token_off = _readonly(offsets)
         self.max_depth = max_depth
         self.n_tokens = n
+
+    @functools.cached_property
+    def first_byte_masks(self) -> np.ndarray:
+        """``[256, ceil(n_tokens/32)]`` uint32: bit t of row b is set when token t (in the trie)
+        starts with byte b."""
+        words = (self.n_tokens + 31) // 32
+        out = np.zeros((256, words), dtype=np.uint32)
+        ids = np.flatnonzero(self.token_node >= 0)
+        first = self.token_flat[self.token_off[ids]]
+        np.bitwise_or.at(out, (first, ids >> 5), (np.uint32(1) << (ids & 31).astype(np.uint32)))
+        out.setflags(write=False)
+        return out
+
+    @functools.cached_property
+    def node_first_byte(self) -> np.ndarray:
+        """For every node, the first byte of the path to it (uint8; 0 for the root)."""
+        out = np.zeros(self.n_nodes, dtype=np.uint8)
+        depth = self.node_depth
+        for i in np.flatnonzero(depth == 1):
+            out[i:self.subtree_end[i]] = self.nodes[i] & 0xFF
+        out.setflags(write=False)
+        return out
 
     @classmethod
     def from_tokenizer(cls, tok: "Tokenizer") -> "TokenTrie":
