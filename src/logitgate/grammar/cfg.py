@@ -53,6 +53,7 @@ class CFG:
     lex_mode: str
     kind: str = ""
     warnings: list[str] = field(default_factory=list)
+    prefix: str = ""
 
     @property
     def n_terminals(self) -> int:
@@ -86,6 +87,7 @@ class _Lowering:
         self.rules: list[tuple[str, list[tuple[str, object]]]] = []  # filled later as symbols
         self.prods: dict[int, list[list[tuple[str, int]]]] = {}  # nt -> alternatives of ("t"|"n", idx)
         self.fresh = 0
+        self.n_prods = 0
 
     # -- errors -----------------------------------------------------------------------------
     def error(self, reason: str, rule: str | None = None, line: int | None = None, column: int | None = None) -> GrammarError:
@@ -133,7 +135,8 @@ class _Lowering:
 
     def add(self, nt: int, alt: list[tuple[str, int]]) -> None:
         self.prods.setdefault(nt, []).append(alt)
-        if sum(len(v) for v in self.prods.values()) > MAX_RULES:
+        self.n_prods += 1
+        if self.n_prods > MAX_RULES:
             raise self.error(f"the grammar expands to more than {MAX_RULES} productions (repetition counts too large?)")
 
     # -- expressions ----------------------------------------------------------------------------
@@ -269,4 +272,4 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
                 rules.append((nt, tuple(i if kind == "t" else t + i for kind, i in alt)))
     for msg in msgs if warn else ():
         warnings.warn(msg, GrammarWarning, stacklevel=3)
-    return CFG(low.terminals, low.nonterminals, rules, ir.lex_mode, ir.kind, msgs)
+    return CFG(low.terminals, low.nonterminals, rules, ir.lex_mode, ir.kind, msgs, ir.prefix)

@@ -165,6 +165,9 @@ class CFGEngine:
         st = ParseState(self, _Chart(self.tables.n_words), self.lexer.start)
         self._retry(lambda: ek.push_row(self.G, st.chart.args(), np.zeros(self.tables.n_words, np.uint64), True),
                     st.chart)
+        if self.cfg.prefix:
+            pre = np.frombuffer(self.cfg.prefix.encode("utf-8"), dtype=np.uint8)
+            st.advance(pre, 0, pre.shape[0])  # a grammar that cannot lex it starts plainly
         return st
 
     @staticmethod

@@ -143,3 +143,7 @@ class GrammarIR:
     source: str = ""
     kind: str = ""
     notes: list[str] = field(default_factory=list)
+    prefix: str = ""
+    """Text the lexer has seen before the output starts (not part of the output): the yacc
+    format starts as if after a newline, as AICI's lexer does, so a first-line ``#include``
+    matches the pre-processor rule. A grammar whose lexer refuses the prefix starts without it."""

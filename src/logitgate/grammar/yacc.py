@@ -316,6 +316,7 @@ class _Parser:
             source=self.text,
             kind="yacc",
             notes=self.notes,
+            prefix="\n",
         )
 
     def skip_terminals(self) -> dict[str, TerminalDef]:
