@@ -154,6 +154,7 @@ class CFGEngine:
         self._after: dict[tuple[int, bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._mask_bytes = 0
         self._lock = threading.Lock()
+        self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         probe = self.new_state()
         if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
@@ -225,9 +226,11 @@ class CFGEngine:
             return
         trie = self.trie
         rows = ch.n_rows
+        memo = getattr(self._tls, "memo", None)
+        if memo is None:
+            memo = self._tls.memo = ek.new_memo(self.tables.n_words, trie.max_depth)
         while True:
             part = np.zeros_like(out)
-            memo = ek.new_memo(self.tables.n_words, trie.max_depth)
             r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
                                      bnd_node.shape[0], self.L, self.G, ch.args(), memo, part))
             ch.meta[0] = rows
@@ -270,6 +273,14 @@ class CFGEngine:
             ch.meta[0] = rows
 
     def _partial_mask(self, lex: int, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # Inside a lexeme that is not an ignored one, the walk only ever asks about terminals still
+        # reachable from the lexer state (it stops at the lexeme's end), so the rest of the
+        # expected set does not matter: more states share one entry (e.g. a JSON string as a key
+        # and as a value).
+        lx = self.lexer
+        reach = lx.reach_bits[lex]
+        if lex != lx.start and not (reach & lx.ignore_bits).any():
+            exp = exp & reach
         key = (lex, exp.tobytes())
         hit = self._partial.get(key)
         if hit is not None:

@@ -164,7 +164,7 @@ def push_row(G, C, scan, init):  # pragma: no cover - compiled
     return OK
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def end_lexeme(L, s, exp, scan):  # pragma: no cover - compiled
     """Which terminals the lexeme read so far (lexer state ``s``) ends as, given the parser's
     expected set ``exp``. Fills ``scan`` with the winners the parser expects and returns 1; returns
@@ -233,12 +233,12 @@ def new_memo(n_words: int, max_depth: int):
         np.zeros((MEMO_SLOTS, 2), np.uint64),
         np.zeros(MEMO_ITEMS, np.int32),
         np.zeros(MEMO_ITEMS, np.int32),
-        np.zeros(4, np.int64),  # entries used, items used, next version id, base row
+        np.zeros(8, np.int64),  # entries used, items used, next version id, base row, stats: slow steps, fast steps
         np.zeros(max_depth + 3, np.int64),  # version of rows base-1 .. base+max_depth+1
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def push_memo(G, C, M, scan):  # pragma: no cover - compiled
     """``push_row`` for the terminals ``scan``, answered from the walk's memo when the same
     terminals were already scanned on the same parent row."""
@@ -326,7 +326,7 @@ def push_memo(G, C, M, scan):  # pragma: no cover - compiled
     return r
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def lex_byte(L, G, C, M, s, b, scan, use_memo):  # pragma: no cover - compiled
     """Feed byte ``b`` at lexer state ``s`` with the parser at the chart's last row. Returns the
     new lexer state (the chart gained a row if a lexeme ended before ``b``), -1 if ``b`` is not
@@ -484,6 +484,9 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, 
     okt = np.zeros((max_depth + 1, n_states), np.uint8)
     scan = np.zeros(row_exp.shape[1], np.uint64)
     base = meta[0]
+    m_par = M[0]
+    m_par[:] = -(2**62)  # the memo is reused between walks: empty it
+    m_meta[:] = 0
     m_meta[3] = base
     rver[0] = -1
     status = OK
@@ -522,6 +525,7 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, 
                             v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
                             okt[od, t] = v
                         if v == 1:
+                            m_meta[5] += 1
                             lex[d] = t
                             rows[d] = rows[d - 1]
                             okd[d] = od
@@ -534,6 +538,7 @@ def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, 
                             i = subtree_end[i]
                             continue
                     meta[0] = rows[d - 1]
+                    m_meta[4] += 1
                     s = lex_byte(L, G, C, M, sp, b, scan, True)
                     if s < 0:
                         if s <= _LEX_FULL:
