@@ -1,7 +1,7 @@
 """logitgate: which tokens of the vocabulary keep the output valid, answered fast at every step.
 
     tok = logitgate.Tokenizer.from_huggingface(hf_tok)   # or from_mistral / from_tiktoken / from_bytes ...
-    g = logitgate.Grammar.from_regex(r"\\d{3}-\\d{4}")
+    g = logitgate.Grammar.from_regex(r"\\d{3}-\\d{4}")   # or from_lark / from_gbnf / from_yacc
     compiled = logitgate.compile(g, tok)                  # reusable, thread-safe, cached
     m = logitgate.Matcher(compiled)
     bm = logitgate.allocate_token_bitmask(1, tok.vocab_size)
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_to_bool, get_bitmask_shape
 from .compiler import CompiledGrammar, clear_cache, compile
-from .errors import CompileError, LogitgateError, RegexError, TokenizerError
+from .errors import CompileError, GrammarError, GrammarWarning, LogitgateError, RegexError, TokenizerError
 from .grammar import Grammar
 from .matcher import Matcher, fill_next_token_bitmasks
 from .vocab import Tokenizer
@@ -39,6 +39,8 @@ __all__ = [
     "fill_next_token_bitmasks",
     "LogitgateError",
     "RegexError",
+    "GrammarError",
+    "GrammarWarning",
     "TokenizerError",
     "CompileError",
     "__version__",

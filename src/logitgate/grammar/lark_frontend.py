@@ -71,12 +71,15 @@ def parse_lark(
     *,
     start: str = "start",
     import_paths: Sequence[str | os.PathLike[str]] = (),
+    external_names: Sequence[str] = (),
 ) -> GrammarIR:
     """Read a Lark grammar with Lark's own loader and return its :class:`GrammarIR`.
 
     ``start``: the start rule. ``import_paths``: folders searched by ``%import`` (relative or
-    not) before Lark's bundled grammars. Raises :class:`GrammarError` for grammars Lark rejects
-    and for the unsupported features listed in the module docstring.
+    not) before Lark's bundled grammars. ``external_names``: ``%declare``-d terminals that are
+    supplied from outside (sub-grammars, see ``Grammar.from_lark(subgrammars=...)``): they are
+    left as references. Raises :class:`GrammarError` for grammars Lark rejects and for the
+    unsupported features listed in the module docstring.
     """
     try:
         from lark import exceptions as lark_exc
@@ -118,6 +121,7 @@ def parse_lark(
         raise GrammarError(f"Lark could not load the grammar ({type(e).__name__}: {e})") from e
 
     notes: list[str] = []
+    external = set(external_names)
     patterned = {str(t.name) for t in terminals}
     rule_bodies: dict[str, list[Expr]] = {}
     prioritized: dict[str, int] = {}
@@ -126,7 +130,7 @@ def parse_lark(
         items: list[Ref] = []
         for sym in r.expansion:
             name = str(sym.name)  # Lark's names are Token (a str subclass): keep plain str
-            if sym.is_term and name not in patterned and name not in declared:
+            if sym.is_term and name not in patterned and name not in declared and name not in external:
                 declared.append(name)
             items.append(Ref(name))
         origin = str(r.origin.name)

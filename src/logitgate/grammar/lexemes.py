@@ -104,7 +104,7 @@ def _build(ir: GrammarIR, as_rules: set[str], split: set[str]) -> tuple[GrammarI
     """The IR with every regular rule referenced from a kept rule turned into a lexeme, and every
     literal in a kept rule a lexeme (unless listed in ``split``); and where each lexeme came from
     (terminal name -> ("rule", rule name) or ("lit", text))."""
-    terminals: dict[str, TerminalDef] = {}
+    terminals: dict[str, TerminalDef] = dict(ir.terminals)
     origin: dict[str, tuple[str, str]] = {}
     regular = _regular_rules(ir)
 

@@ -7,6 +7,7 @@ regex fails here with its offset. ``logitgate.compile(grammar, tokenizer)`` turn
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import RegexError
@@ -50,36 +51,64 @@ class Grammar:
         return cls("regex", pattern, int(flags), _tree=tree)
 
     @classmethod
-    def from_lark(cls, text: str, *, start: str = "start", import_paths: tuple[str, ...] = ()) -> "Grammar":
+    def from_lark(cls, text: str, *, start: str = "start", import_paths: Sequence[str] = (),
+                  subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
         """A grammar in Lark syntax (read by Lark's own loader: EBNF, templates, ``%ignore``,
         ``%import common.*``, terminal priorities). Lexing is contextual and greedy: at each
         position only terminals the parser can accept (and ignored ones) compete; the longest match
         wins, then the higher priority, then literals over regexes. Needs ``pip install 'logitgate[lark]'``.
-        Raises ``GrammarError`` with line and column."""
+
+        ``subgrammars``: constraints used by name; declare each in the grammar with
+        ``%declare NAME`` (e.g. ``%declare EMAIL`` with ``subgrammars={"EMAIL": Grammar.from_regex(...)}``;
+        a grammar works too, see ``logitgate.grammar.compose``). Raises ``GrammarError`` with line
+        and column."""
         from .lark_frontend import parse_lark
 
         paths = tuple(str(p) for p in import_paths)
-        ir = parse_lark(text, start=start, import_paths=paths)
-        return cls("lark", text, 0, (("start", start), ("import_paths", paths)), _ir=ir)
+        subs = dict(subgrammars or {})
+        for name in subs:
+            if not name.lstrip("_").isupper():
+                from ..errors import GrammarError
+
+                raise GrammarError(f"sub-grammar name {name!r}: in Lark, name it in UPPERCASE and declare it with "
+                                   f"'%declare {name.upper()}' (Lark only lets terminals be declared)", rule=name)
+        ir = parse_lark(text, start=start, import_paths=paths, external_names=tuple(subs))
+        return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
 
     @classmethod
-    def from_gbnf(cls, text: str, *, start: str = "root") -> "Grammar":
+    def from_gbnf(cls, text: str, *, start: str = "root",
+                  subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
         """A llama.cpp GBNF grammar. The language is exactly the grammar's, character by character
         (no lexer decisions); regular parts are merged into lexemes only where that cannot change
-        it. Raises ``GrammarError`` with line and column."""
+        it. ``subgrammars``: constraints referred to by rule name (a name the grammar uses but does
+        not define). Raises ``GrammarError`` with line and column."""
         from .gbnf import parse_gbnf
 
-        ir = parse_gbnf(text, start=start)
-        return cls("gbnf", text, 0, (("start", start),), _ir=ir)
+        return cls._composed("gbnf", text, (("start", start),), parse_gbnf(text, start=start),
+                             dict(subgrammars or {}))
 
     @classmethod
-    def from_yacc(cls, text: str) -> "Grammar":
+    def from_yacc(cls, text: str, *, subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
         """A grammar in the yacc-like format with inline lexemes (``"keyword"``, ``"/regex/"``, the
         ``SKIP`` rule, ``%start``) of AICI. One lexer for all terminals (longest match, keywords
-        before regexes), as in C. Raises ``GrammarError`` with line and column."""
+        before regexes), as in C; the text starts as if after a newline, as in AICI.
+        ``subgrammars``: constraints referred to by rule name. Raises ``GrammarError`` with line
+        and column."""
         from .yacc import parse_yacc
 
-        return cls("yacc", text, 0, (), _ir=parse_yacc(text))
+        return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
+
+    @classmethod
+    def _composed(cls, kind: str, text: str, options: tuple, ir: GrammarIR, subs: dict) -> "Grammar":
+        for name, sub in subs.items():
+            if not isinstance(sub, Grammar):
+                raise TypeError(f"subgrammars[{name!r}] must be a logitgate.Grammar, not {type(sub).__name__}")
+        if subs:
+            from .compose import embed
+
+            ir = embed(ir, subs)
+            options = options + (("subgrammars", tuple(sorted((n, g.cache_key) for n, g in subs.items()))),)
+        return cls(kind, text, 0, options, _ir=ir)
 
     @property
     def ir(self) -> GrammarIR:

@@ -1,0 +1,127 @@
+"""Grammar checks (undefined, unproductive, unused rules, empty language), GBNF lexeme merging
+and grammar composition."""
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import pytest
+
+import logitgate as lg
+from logitgate.grammar.cfg import lower
+from logitgate.grammar.lexemes import merge_lexemes
+
+
+@pytest.fixture(scope="module")
+def byte_tok() -> lg.Tokenizer:
+    return lg.Tokenizer.from_bytes([bytes([i]) for i in range(256)] + [b""], eos_token_id=256, special_ids=[256])
+
+
+def accepts(compiled: lg.CompiledGrammar, text: str) -> bool:
+    m = lg.Matcher(compiled)
+    return m.accept_string(text) and m.is_accepting()
+
+
+def test_undefined_reference_names_rule_and_line() -> None:
+    with pytest.raises(lg.GrammarError) as e:
+        lg.compile(lg.Grammar.from_gbnf('root ::= "a" b\nb ::= "x" c\n'), lg.Tokenizer.from_bytes([b"a"], eos_token_id=0))
+    assert "'c'" in str(e.value) and "'b'" in str(e.value) and e.value.line == 2
+
+
+def test_empty_language_is_an_error() -> None:
+    g = lg.Grammar.from_gbnf('root ::= "a" root\n')
+    with pytest.raises(lg.GrammarError, match="empty"):
+        lower(g.ir)
+
+
+def test_unproductive_and_unused_rules_are_warned_by_name() -> None:
+    g = lg.Grammar.from_gbnf('root ::= "a" | "b" loop\nloop ::= "c" loop\nspare ::= "d"\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg = lower(g.ir)
+    text = " ".join(str(w.message) for w in caught)
+    assert all(issubclass(w.category, lg.GrammarWarning) for w in caught)
+    assert "loop" in text and "spare" in text
+    assert len(cfg.warnings) == 2
+
+
+def test_unproductive_alternative_is_dropped_so_masks_stay_exact(byte_tok) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lg.GrammarWarning)
+        c = lg.compile(lg.Grammar.from_gbnf('root ::= "a" | "b" loop\nloop ::= "c" loop\n'), byte_tok)
+    m = lg.Matcher(c)
+    assert m.allowed_token_ids().tolist() == [ord("a")]  # "b" could never be completed
+
+
+def test_json_gbnf_merges_into_lexemes() -> None:
+    src = open_data("llama-cpp-grammars/json.gbnf")
+    _, cfg = merge_lexemes(lg.Grammar.from_gbnf(src).ir)
+    names = {t.name for t in cfg.terminals}
+    assert {"<string>", "<number>", "<ws>"} <= names
+    assert all(len(n) > 3 or n.startswith("'") for n in names)
+
+
+@pytest.mark.parametrize("src, alphabet", [
+    ('root ::= [a-z]+ "b"\n', "ab"),
+    ('root ::= "a" | "ab" "c"\n', "abc"),
+    ('root ::= x "\\n"\nx ::= [a-z]+ ws\nws ::= [ \\n]*\n', "a \n"),
+    ('root ::= "int" ws | id ws "=" \nid ::= [a-z]+\nws ::= " "+\n', "int= "),
+])
+def test_gbnf_language_is_exact_where_greedy_lexing_would_differ(src, alphabet, byte_tok) -> None:
+    """Every string up to length 5 over the alphabet: accepted iff the rules derive it."""
+    import re
+
+    c = lg.compile(lg.Grammar.from_gbnf(src), byte_tok)
+    oracle = {
+        '[a-z]+ "b"': r"[a-z]+b",
+        '"a" | "ab" "c"': r"a|abc",
+        'x "\\n"': r"[a-z]+[ \n]*\n",
+        '"int" ws': r"int +|[a-z]+ +=",
+    }
+    pattern = next(v for k, v in oracle.items() if k in src)
+    for n in range(1, 6):
+        for chars in itertools.product(alphabet, repeat=n):
+            s = "".join(chars)
+            assert accepts(c, s) == bool(re.fullmatch(pattern, s)), s
+
+
+def test_regex_subgrammar_in_lark(byte_tok) -> None:
+    email = lg.Grammar.from_regex(r"[a-z]+@[a-z]+\.com")
+    g = lg.Grammar.from_lark('start: "to: " EMAIL ("," EMAIL)*\n%declare EMAIL\n', subgrammars={"EMAIL": email})
+    c = lg.compile(g, byte_tok)
+    assert accepts(c, "to: ab@cd.com,x@y.com")
+    assert not accepts(c, "to: ab@cd.org")
+    m = lg.Matcher(c)
+    assert m.accept_string("to: ab@") and not m.accept_string("@")
+
+
+def test_grammar_subgrammar_gbnf_in_gbnf_and_lark(byte_tok) -> None:
+    j = lg.Grammar.from_gbnf(open_data("llama-cpp-grammars/json.gbnf"))
+    host = lg.Grammar.from_gbnf('root ::= "Answer: " answer "!"\n', subgrammars={"answer": j})
+    c = lg.compile(host, byte_tok)
+    assert accepts(c, 'Answer: {"a": [1, 2]}!')
+    assert not accepts(c, 'Answer: {"a": [1, 2}!')
+    lark_host = lg.Grammar.from_lark('start: "x=" JSON\n%declare JSON\n', subgrammars={"JSON": j})
+    assert accepts(lg.compile(lark_host, byte_tok), 'x={"a":1}')
+    assert host.cache_key != lg.Grammar.from_gbnf('root ::= "Answer: " answer "!"\n', subgrammars={
+        "answer": lg.Grammar.from_regex("[0-9]+")}).cache_key
+
+
+def test_lark_subgrammar_needs_an_uppercase_declared_name() -> None:
+    with pytest.raises(lg.GrammarError, match="UPPERCASE"):
+        lg.Grammar.from_lark('start: "x" json\n', subgrammars={"json": lg.Grammar.from_regex("a")})
+
+
+def test_subgrammar_with_its_own_ignored_terminals_is_refused() -> None:
+    inner = lg.Grammar.from_lark('start: "a" "b"\n%ignore " "\n')
+    with pytest.raises(lg.GrammarError, match="ignore"):
+        lg.Grammar.from_gbnf('root ::= "x" sub\n', subgrammars={"sub": inner})
+
+
+def open_data(rel: str) -> str:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / rel
+    if not path.exists():
+        pytest.skip(f"{rel} not available")
+    return path.read_text(encoding="utf-8")
