@@ -15,6 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..kernels import earley_kernels as ek
+from ..kernels import trie_kernels
 from .cfg import CFG
 from .lexer import LexerTables, build_lexer
 
@@ -149,9 +150,9 @@ class CFGEngine:
         self._no_memo = ek.new_memo(self.tables.n_words, 0)
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
-        self._partial: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._partial: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
         self._partial_bytes = 0
-        self._after: dict[tuple[int, bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._all_bytes = np.ones(256, np.uint8)
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -191,23 +192,15 @@ class CFGEngine:
         if mask is not None:
             return mask
         trie = self.trie
-        inside, bnd_node, bnd_state = self._partial_mask(st.lex, ch.row_exp[last])
+        inside, groups, first_bytes, _ = self._partial_mask(st.lex, ch.row_exp[last])
         out = inside.copy()
-        if bnd_node.shape[0]:
-            # boundaries right at the token's first byte: the current lexeme ends before it, and
-            # the rest is the lexer-only walk from the start state under the new parser row
-            first = self._node_depth[bnd_node] == 1
-            if first.any():
-                self._after_first_byte(st, trie.nodes[bnd_node[first]] & 0xFF, ch.row_exp[last], out)
-                bnd_node, bnd_state = bnd_node[~first], bnd_state[~first]
-            self._boundary(out, bnd_node, bnd_state, ch)
+        self._boundary(out, groups, ch)
+        if first_bytes.any():
+            self._after_first_byte(st, first_bytes, out)
         self.n_walks += 1
         # tokens with the same bytes as an earlier id
-        dup_first, dup_other = trie.dup_first, trie.dup_other
-        if dup_first.size:
-            bits = (out[dup_first >> 5] >> (dup_first & 31).astype(np.uint32)) & 1
-            for b in dup_other[bits.astype(bool)]:
-                out[b >> 5] |= np.uint32(1 << (int(b) & 31))
+        if trie.dup_first.size:
+            trie_kernels.copy_dups(out, trie.dup_first, trie.dup_other)
         words = out.view(np.int32)
         if st.eos_allowed():
             words |= self.eos_mask
@@ -220,9 +213,10 @@ class CFGEngine:
                 self._mask_bytes -= old.nbytes
         return words
 
-    def _boundary(self, out: np.ndarray, bnd_node: np.ndarray, bnd_state: np.ndarray, ch: _Chart) -> None:
-        """OR into ``out`` the tokens crossing the given boundaries (parser at ``ch``'s last row)."""
-        if bnd_node.shape[0] == 0:
+    def _boundary(self, out: np.ndarray, groups: tuple, ch: _Chart) -> None:
+        """OR into ``out`` the tokens crossing the boundaries of ``groups`` (parser at ``ch``'s
+        last row). Bits are only ever added, so a retry after growing the chart is safe."""
+        if groups[1].shape[0] == 0:
             return
         trie = self.trie
         rows = ch.n_rows
@@ -230,19 +224,16 @@ class CFGEngine:
         if memo is None:
             memo = self._tls.memo = ek.new_memo(self.tables.n_words, trie.max_depth)
         while True:
-            part = np.zeros_like(out)
-            r = int(ek.boundary_walk(trie.nodes, trie.subtree_end, trie.max_depth, bnd_node, bnd_state,
-                                     bnd_node.shape[0], self.L, self.G, ch.args(), memo, part))
+            r = int(ek.group_walk(trie.nodes, trie.max_depth, *groups, self.L, self.G, ch.args(), memo, out))
             ch.meta[0] = rows
             if r == ek.OK:
-                out |= part
                 return
             ch.grow(r)
 
-    def _after_first_byte(self, st: "ParseState", first_bytes: np.ndarray, exp0: np.ndarray, out: np.ndarray) -> None:
-        """The tokens whose first byte ends the current lexeme (``first_bytes``): push the row for
-        that lexeme, then the lexer-only part from the start state (restricted to those first
-        bytes) plus its own boundaries. Cached per (lexer state, expected set, next expected set)."""
+    def _after_first_byte(self, st: "ParseState", first_bytes: np.ndarray, out: np.ndarray) -> None:
+        """The tokens whose first byte ends the current lexeme (``first_bytes[b]`` set): push the
+        row for that lexeme, then the lexer-only walk from the start state over those tokens only,
+        plus its own boundaries, under the new row."""
         ch = st.chart
         rows = ch.n_rows
         while True:
@@ -254,25 +245,15 @@ class CFGEngine:
         if r != ek.OK:
             return
         try:
-            exp2 = ch.row_exp[rows]
-            key = (st.lex, exp0.tobytes(), exp2.tobytes())
-            hit = self._after.get(key)
-            if hit is None:
-                inside, bnd_node, bnd_state = self._partial_mask(self.lexer.start, exp2)
-                trie = self.trie
-                allowed_first = np.bitwise_or.reduce(trie.first_byte_masks[first_bytes], axis=0)
-                keep = np.isin(trie.node_first_byte[bnd_node], first_bytes)
-                hit = (inside & allowed_first, bnd_node[keep], bnd_state[keep])
-                with self._lock:
-                    if len(self._after) > 4096:
-                        self._after.clear()
-                    self._after[key] = hit
-            out |= hit[0]
-            self._boundary(out, hit[1], hit[2], ch)
+            inside, groups, _, _ = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)
+            out |= inside
+            # from the start state no boundary is at the first byte (lexemes are never empty)
+            self._boundary(out, groups, ch)
         finally:
             ch.meta[0] = rows
 
-    def _partial_mask(self, lex: int, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _partial_mask(self, lex: int, exp: np.ndarray, first: np.ndarray | None = None
+                      ) -> tuple:
         # Inside a lexeme that is not an ignored one, the walk only ever asks about terminals still
         # reachable from the lexer state (it stops at the lexeme's end), so the rest of the
         # expected set does not matter: more states share one entry (e.g. a JSON string as a key
@@ -281,7 +262,7 @@ class CFGEngine:
         reach = lx.reach_bits[lex]
         if lex != lx.start and not (reach & lx.ignore_bits).any():
             exp = exp & reach
-        key = (lex, exp.tobytes())
+        key = (lex, exp.tobytes(), None if first is None else first.tobytes())
         hit = self._partial.get(key)
         if hit is not None:
             return hit
@@ -290,16 +271,26 @@ class CFGEngine:
         inside = np.zeros(self.mask_words, dtype=np.uint32)
         bnd_node = np.empty(trie.n_nodes, np.int32)
         bnd_state = np.empty(trie.n_nodes, np.int32)
+        first_ok = self._all_bytes if first is None else first
         nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, np.ascontiguousarray(exp),
-                               inside, bnd_node, bnd_state))
-        order = np.argsort(bnd_state[:nb], kind="stable")
-        hit = (inside, np.ascontiguousarray(bnd_node[:nb][order]), np.ascontiguousarray(bnd_state[:nb][order]))
+                               first_ok, inside, bnd_node, bnd_state))
+        bnd_node, bnd_state = bnd_node[:nb], bnd_state[:nb]
+        # boundaries at the first byte (the current lexeme ends before the token) are finished by
+        # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
+        at_first = self._node_depth[bnd_node] == 1
+        first_bytes = np.zeros(256, np.uint8)
+        first_bytes[trie.nodes[bnd_node[at_first]] & 0xFF] = 1
+        deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
+        order = np.argsort(deep_state, kind="stable")
+        groups = ek.merge_groups(trie.nodes, trie.subtree_end, np.ascontiguousarray(deep_node[order]),
+                                 np.ascontiguousarray(deep_state[order]))
+        hit = (inside, groups, first_bytes, bnd_node)
         with self._lock:
             self._partial[key] = hit
-            self._partial_bytes += inside.nbytes + 8 * nb
+            self._partial_bytes += _entry_bytes(hit)
             while self._partial_bytes > MASK_CACHE_BYTES // 2 and len(self._partial) > 1:
                 _, old = self._partial.popitem(last=False)
-                self._partial_bytes -= old[0].nbytes + 8 * old[1].shape[0]
+                self._partial_bytes -= _entry_bytes(old)
         return hit
 
     @property
@@ -311,6 +302,11 @@ class CFGEngine:
         lx, tb = self.lexer, self.tables
         tables = sum(a.nbytes for a in (lx.trans, lx.acc_bits, lx.reach_bits, tb.dr_next, tb.dr_lhs, tb.pred_dr))
         return self._mask_bytes + tables
+
+
+def _entry_bytes(entry: tuple) -> int:
+    inside, groups, first_bytes, bnd_node = entry
+    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + first_bytes.nbytes
 
 
 class ParseState:

@@ -401,12 +401,13 @@ def advance_bytes(L, G, C, M, flat, start, stop, s0):  # pragma: no cover - comp
 
 
 @njit(cache=True, nogil=True)
-def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, out, bnd_node, bnd_state):  # pragma: no cover
+def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_node, bnd_state):  # pragma: no cover
     """The part of a mask that depends only on the lexer state ``s0`` and the parser's expected
     set ``exp``: OR into ``out`` every token whose bytes stay inside lexemes the parser does not
     see (the current one, and ignored ones after it). Where a token would end a lexeme the parser
     must scan, record the trie node and the lexer state before it in ``bnd_node``/``bnd_state``
-    (its subtree is left for :func:`boundary_walk`). Returns the number of such boundaries."""
+    (its subtree is left for :func:`boundary_walk`). Only tokens whose first byte ``b`` has
+    ``first_ok[b]`` are considered. Returns the number of such boundaries."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     n = nodes.shape[0]
     n_states = trans.shape[0]
@@ -428,6 +429,9 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, out, bnd_node, bnd_sta
         d = (r >> 8) & 0xFFFF
         s = lex[d - 1]
         b = r & 0xFF
+        if d == 1 and not first_ok[b]:
+            i = subtree_end[i]
+            continue
         t = trans[s, b]
         if t >= 0 and not stop[s]:
             if ok[t]:
@@ -578,3 +582,227 @@ def end_and_push(L, G, C, s):  # pragma: no cover - compiled
     if r != 1:
         return REJECT
     return push_row(G, C, scan, False)
+
+
+@njit(cache=True, nogil=True)
+def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover - compiled
+    """Merge the subtrees below the boundaries of each lexer-state group into one small trie.
+
+    Boundaries sharing a lexer state (``bnd_state``, sorted) continue identically after their
+    lexeme ends, and their subtrees repeat the same suffixes ("x)", "y)", ... all continue with
+    ")"), so each group's subtrees are merged by byte path. Returns ``(g_ptr, g_state, m_rec,
+    m_end, mem_ptr, mem)``: group ``g`` owns merged nodes ``g_ptr[g]:g_ptr[g+1]`` in pre-order,
+    ``m_rec`` packs byte (bits 0-7) and depth below the boundary (bits 8+, first byte = 1),
+    ``m_end`` is each node's subtree end, and the trie nodes merged into node ``k`` (whose tokens
+    it stands for) are ``mem[mem_ptr[k]:mem_ptr[k+1]]``."""
+    nb = bnd_node.shape[0]
+    total = 0
+    n_groups = 0
+    for k in range(nb):
+        total += subtree_end[bnd_node[k]] - bnd_node[k]
+        if k == 0 or bnd_state[k] != bnd_state[k - 1]:
+            n_groups += 1
+    g_ptr = np.zeros(n_groups + 1, np.int32)
+    g_state = np.zeros(n_groups, np.int32)
+    m_rec = np.zeros(total, np.int64)
+    m_end = np.zeros(total, np.int32)
+    mem_ptr = np.zeros(total + 1, np.int32)
+    mem = np.zeros(total, np.int32)
+    # work buffers: member lists of pending frames live in `buf`
+    buf = np.zeros(2 * total + 256, np.int32)
+    st_start = np.zeros(total + 256, np.int32)
+    st_len = np.zeros(total + 256, np.int32)
+    st_depth = np.zeros(total + 256, np.int32)
+    counts = np.zeros(256, np.int32)
+    offs = np.zeros(257, np.int32)
+    cb = np.zeros(total + 1, np.int32)
+    cn = np.zeros(total + 1, np.int32)
+    n_m = 0
+    n_mem = 0
+    g = 0
+    k = 0
+    while k < nb:
+        s = bnd_state[k]
+        k_end = k
+        while k_end < nb and bnd_state[k_end] == s:
+            k_end += 1
+        g_state[g] = s
+        g_ptr[g] = n_m
+        # root level: bucket the boundary nodes by their byte
+        top = 0
+        buf_top = 0
+        counts[:] = 0
+        for q in range(k, k_end):
+            counts[nodes[bnd_node[q]] & 0xFF] += 1
+        offs[0] = buf_top
+        for b in range(256):
+            offs[b + 1] = offs[b] + counts[b]
+        counts[:] = 0
+        for q in range(k, k_end):
+            b = nodes[bnd_node[q]] & 0xFF
+            buf[offs[b] + counts[b]] = bnd_node[q]
+            counts[b] += 1
+        buf_top = offs[256]
+        for b in range(255, -1, -1):
+            if counts[b]:
+                st_start[top] = offs[b]
+                st_len[top] = counts[b]
+                st_depth[top] = 1
+                top += 1
+        while top > 0:
+            top -= 1
+            a0 = st_start[top]
+            ln = st_len[top]
+            dep = st_depth[top]
+            node_id = n_m
+            n_m += 1
+            first = buf[a0]
+            m_rec[node_id] = (nodes[first] & 0xFF) | (np.int64(dep) << 8)
+            mem_ptr[node_id] = n_mem
+            for q in range(ln):
+                mem[n_mem] = buf[a0 + q]
+                n_mem += 1
+            # children of all members, grouped by byte (stable), appended to buf
+            n_c = 0
+            for q in range(ln):
+                m = buf[a0 + q]
+                c = m + 1
+                while c < subtree_end[m]:
+                    cb[n_c] = nodes[c] & 0xFF
+                    cn[n_c] = c
+                    n_c += 1
+                    c = subtree_end[c]
+            if n_c == 0:
+                if top == 0:
+                    buf_top = 0
+                continue
+            if ln > 1:
+                order = np.argsort(cb[:n_c], kind="mergesort")
+            else:
+                order = np.arange(n_c)  # one member: its children are already in byte order
+            base = buf_top
+            for q in range(n_c):
+                buf[base + q] = cn[order[q]]
+            buf_top = base + n_c
+            # push runs of equal bytes, last run first (so the smallest byte is popped first)
+            q = n_c
+            while q > 0:
+                q0 = q - 1
+                bq = cb[order[q0]]
+                while q0 > 0 and cb[order[q0 - 1]] == bq:
+                    q0 -= 1
+                st_start[top] = base + q0
+                st_len[top] = q - q0
+                st_depth[top] = dep + 1
+                top += 1
+                q = q0
+            if top == 0:
+                buf_top = 0
+        # subtree ends inside the group: the next node at the same or a smaller depth
+        g_end = n_m
+        stack = np.empty(g_end - g_ptr[g] + 1, np.int32)
+        sp = 0
+        for i in range(g_ptr[g], g_end):
+            d = m_rec[i] >> 8
+            while sp > 0 and (m_rec[stack[sp - 1]] >> 8) >= d:
+                sp -= 1
+                m_end[stack[sp]] = i
+            stack[sp] = i
+            sp += 1
+        while sp > 0:
+            sp -= 1
+            m_end[stack[sp]] = g_end
+        g += 1
+        k = k_end
+    g_ptr[n_groups] = n_m
+    mem_ptr[n_m] = n_mem
+    return g_ptr, g_state, m_rec[:n_m].copy(), m_end[:n_m].copy(), mem_ptr[:n_m + 1].copy(), mem[:n_mem].copy()
+
+
+@njit(cache=True, nogil=True)
+def group_walk(nodes, max_depth, g_ptr, g_state, m_rec, m_end, mem_ptr, mem, L, G, C, M, out):  # pragma: no cover
+    """Finish a mask after :func:`lexer_walk` over the merged boundary tries of
+    :func:`merge_groups`: for each group push the parser row for the lexeme that ended (once),
+    then walk the group's trie with lexer and parser together. Inside a lexeme only the lexer
+    moves (a table lookup: which lexer states are viable for the row at hand is cached per depth,
+    ``okt``, recomputed lazily after the row changes). The chart is restored. Returns OK or a
+    FULL_* code."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    row_exp = C[3]
+    meta = C[8]
+    m_par, m_meta, rver = M[0], M[10], M[11]
+    n_states = trans.shape[0]
+    lex = np.empty(max_depth + 2, np.int32)
+    rows = np.empty(max_depth + 2, np.int64)
+    okd = np.empty(max_depth + 2, np.int32)
+    okt = np.zeros((max_depth + 2, n_states), np.uint8)
+    scan = np.zeros(row_exp.shape[1], np.uint64)
+    base = meta[0]
+    m_par[:] = -(2**62)  # the memo is reused between walks: empty it
+    m_meta[:] = 0
+    m_meta[3] = base
+    rver[0] = -1
+    status = OK
+    for g in range(g_state.shape[0]):
+        meta[0] = base
+        r = end_lexeme(L, g_state[g], row_exp[base - 1], scan)
+        if r != 1:
+            continue
+        st = push_memo(G, C, M, scan)
+        if st < 0:
+            status = st
+            break
+        if st != OK:
+            continue
+        lex[0] = lex_start
+        rows[0] = meta[0]
+        okd[0] = 0
+        okt[0, :] = 0
+        i = g_ptr[g]
+        end = g_ptr[g + 1]
+        while i < end:
+            rr = m_rec[i]
+            d = rr >> 8
+            sp = lex[d - 1]
+            b = rr & 0xFF
+            t = trans[sp, b]
+            od = okd[d - 1]
+            accepted = False
+            if t >= 0 and not (has_lazy and sp != lex_start and _lazy_stop(acc_bits, lazy_bits, sp, row_exp[rows[d - 1] - 1], ign)):
+                v = okt[od, t]
+                if v == 0:
+                    v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
+                    okt[od, t] = v
+                if v == 1:
+                    lex[d] = t
+                    rows[d] = rows[d - 1]
+                    okd[d] = od
+                    accepted = True
+                elif mode == 1:
+                    i = m_end[i]
+                    continue
+            if not accepted:
+                meta[0] = rows[d - 1]
+                s = lex_byte(L, G, C, M, sp, b, scan, True)
+                if s < 0:
+                    if s <= _LEX_FULL:
+                        status = s - _LEX_FULL
+                        break
+                    i = m_end[i]
+                    continue
+                lex[d] = s
+                rows[d] = meta[0]
+                if rows[d] != rows[d - 1]:
+                    okd[d] = d
+                    okt[d, :] = 0
+                else:
+                    okd[d] = od
+            for q in range(mem_ptr[i], mem_ptr[i + 1]):
+                tok = (nodes[mem[q]] >> 24) - 1
+                if tok >= 0:
+                    out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+            i += 1
+        if status != OK:
+            break
+    meta[0] = base
+    return status

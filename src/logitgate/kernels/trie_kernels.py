@@ -149,3 +149,13 @@ def dfa_walk(trans, state, flat, start, end):  # pragma: no cover - compiled
         if s < 0:
             return -1
     return s
+
+
+@njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
+def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
+    """Set token ``dup_other[k]`` in ``out`` wherever ``dup_first[k]`` (same bytes) is set."""
+    for k in range(dup_first.shape[0]):
+        a = dup_first[k]
+        if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
+            b = dup_other[k]
+            out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
