@@ -152,6 +152,16 @@ def compare_masks(work: Path, vocab, a: str, b: str, name: str, ids: list, res_a
            "steps_count_differs": sum(1 for i in range(nc) if ca[i] != cb[i]),
            "steps_mask_differs": 0, "max_diff": 0, "only_a": 0, "only_b": 0, "example": None}
     diff_rows = np.nonzero((ma[:n] != mb[:n]).any(axis=1))[0]
+
+    def describe(i, only_a, only_b):
+        before = b"".join(vocab.tokens[t] for t in ids[:i])[-20:]
+        side, toks = (a, only_a) if len(only_a) else (b, only_b)
+        shown = ", ".join(repr(vocab.tokens[t]) if t not in vocab.special_ids else f"<special {t}>"
+                          for t in toks[:4])
+        return (f"step {i} after …{before!r}: {len(only_a)} only in {a}, {len(only_b)} only in {b}; "
+                f"only in {side}: {shown}")
+
+    largest = None
     for i in diff_rows:
         xa = np.unpackbits(ma[i].view(np.uint8), bitorder="little")[:V].astype(bool)
         xb = np.unpackbits(mb[i].view(np.uint8), bitorder="little")[:V].astype(bool)
@@ -161,14 +171,12 @@ def compare_masks(work: Path, vocab, a: str, b: str, name: str, ids: list, res_a
         out["steps_mask_differs"] += 1
         out["only_a"] += len(only_a)
         out["only_b"] += len(only_b)
-        out["max_diff"] = max(out["max_diff"], len(only_a) + len(only_b))
         if out["example"] is None:
-            before = b"".join(vocab.tokens[t] for t in ids[:i])[-20:]
-            side, toks = (a, only_a) if len(only_a) else (b, only_b)
-            shown = ", ".join(repr(vocab.tokens[t]) if t not in vocab.special_ids else f"<special {t}>"
-                              for t in toks[:4])
-            out["example"] = (f"step {i} after …{before!r}: {len(only_a)} only in {a}, "
-                              f"{len(only_b)} only in {b}; only in {side}: {shown}")
+            out["example"] = describe(i, only_a, only_b)
+        if len(only_a) + len(only_b) > out["max_diff"]:
+            out["max_diff"] = len(only_a) + len(only_b)
+            largest = (i, only_a, only_b)
+    out["largest"] = describe(*largest) if largest is not None else None
     return out
 
 
@@ -269,17 +277,19 @@ def report_summary(tdata, engines, grammars):
 def report_agreement(cmps):
     out = ["\nMask agreement along the first walk, by engine pair, over the steps both engines reached: "
            "steps where the number of allowed tokens differs, steps where the masks differ, the most "
-           "tokens differing at one step, token-steps allowed by one side only, and the first difference. "
+           "tokens differing at one step, token-steps allowed by one side only, the first difference and the "
+           "step with the most differing tokens. "
            "A peer is not an oracle: nothing here says which side is right.\n"]
     if not cmps:
         return out + ["(no pair of engines with masks to compare)"]
     out += ["| grammar | engines | steps | count differs | mask differs | max tokens/step | only in A "
-            "| only in B | first difference |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+            "| only in B | first difference | largest difference |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for c in cmps:
         out.append(f"| {c['grammar']} | {c['a']} (A) vs {c['b']} (B) | {c['steps']} | {c['steps_count_differs']} "
                    f"| {c['steps_mask_differs']} | {c['max_diff']} | {c['only_a']} | {c['only_b']} "
-                   f"| {(c['example'] or '–').replace('|', '¦')} |")
+                   f"| {(c['example'] or '–').replace('|', '¦')} "
+                   f"| {'–' if c['largest'] is None else 'same step' if c['largest'] == c['example'] else c['largest'].replace('|', '¦')} |")
     return out
 
 
@@ -354,7 +364,7 @@ def main(argv=None):
     ap.add_argument("--grammars", default=None,
                     help=f"comma-separated subset of {', '.join(GRAMMARS)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="2 walks per grammar, 1 s walk budget")
-    ap.add_argument("--repeat", type=int, default=5, help="walks along each sample (default 5)")
+    ap.add_argument("--repeat", type=int, default=10, help="walks along each sample (default 10)")
     ap.add_argument("--walk-budget", type=float, default=None,
                     help="seconds of warm walks per grammar before giving up on --repeat (default 3, quick 1)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per grammar per engine (default 60)")

@@ -18,6 +18,8 @@ not the engine under test and raises if one is refused:
   turns terminal-only GBNF rules into greedy lexemes, so it refuses every text of
   arithmetic.gbnf; xgrammar cannot read json.gbnf's empty first alternative);
 * c.y: no independent reader of that format is installed, so the sample is not checked.
+  (aici's own lexer starts as if a newline had just been seen, ``file_start_state`` in its
+  lex.rs; the SKIP pre-processor rule needs that for the ``#include`` on line 1.)
 """
 from __future__ import annotations
 

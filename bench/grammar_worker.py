@@ -73,6 +73,15 @@ class LogitgateGrammarEngine(LogitgateEngine):
             if hasattr(self.lg.Grammar, self.CTORS[fmt]):
                 m = self.matcher(self.compile_grammar(fmt, src))
                 m.fill(bm)
+                # load every kernel once (numba's cache is on disk, loading it takes a few ms
+                # per kernel in a new process): a few masks at lexeme boundaries and inside
+                g = self.lg.Grammar.from_lark('start: "n=" NUM ("," NUM)*\nNUM: /[0-9]+/\n%ignore " "\n')
+                lm = self.lg.Matcher(self.lg.compile(g, self.tok))
+                for piece in ["n", "=", "4", "2", ",", " ", "7"]:
+                    lm.fill_next_token_bitmask(bm, 0)
+                    lm.accept_string(piece)
+                lm.find_jump_forward_bytes()
+                lm.is_accepting()
                 return f"{fmt} grammar"
         self.matcher(self.compile(WARMUP_REGEX)).fill(bm)  # still JIT-compiles the kernels
         return "regex (no grammar reader yet)"

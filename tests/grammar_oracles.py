@@ -867,24 +867,57 @@ class GreedyReference:
 
 
 def first_byte_ok(m) -> set[int]:
-    """Bytes b with ``m.fork().accept_bytes(bytes([b]))``."""
-    return {b for b in range(256) if m.fork().accept_bytes(bytes([b]))}
+    """Bytes b with ``m.fork().accept_bytes(bytes([b]))`` (tried on one probe fork, rolled back
+    after each success, when the matcher keeps a rollback window)."""
+    probe = m.fork()
+    if probe.max_rollback == 0:
+        return {b for b in range(256) if m.fork().accept_bytes(bytes([b]))}
+    out = set()
+    for b in range(256):
+        if probe.accept_bytes(bytes([b])):
+            out.add(b)
+            probe.rollback(1)
+    return out
 
 
-def brute_force_allowed(m, tok, ids: Iterable[int] | None = None) -> set[int]:
+_first_bytes_cache: dict[int, np.ndarray] = {}
+
+
+def _first_bytes(tok) -> np.ndarray:
+    """First byte of every id (-1: empty, special or beyond the tokens)."""
+    key = id(tok)
+    if key not in _first_bytes_cache:
+        out = np.full(tok.vocab_size, -1, dtype=np.int32)
+        for t, b in enumerate(tok.tokens):
+            if b and t not in tok.special_ids:
+                out[t] = b[0]
+        _first_bytes_cache[key] = out
+    return _first_bytes_cache[key]
+
+
+def brute_force_allowed(m, tok, ids: Iterable[int] | None = None, confirm: Iterable[int] = ()) -> set[int]:
     """The ids among ``ids`` (default: the whole vocabulary) that ``m.fork().accept_token``
-    accepts. A token whose first byte is refused on its own is refused as a whole (the matcher
-    reads a token's bytes in order), so only the others are tried one by one."""
-    firsts = first_byte_ok(m)
+    accepts.
+
+    To keep it fast: a token whose first byte is refused on its own is refused as a whole (the
+    matcher reads a token's bytes in order, so this is exact), and the others are tried on one
+    probe fork, rolled back after each success (a refusal changes nothing). Every id found
+    allowed, and every id in ``confirm``, is then re-checked on its own fresh fork."""
+    firsts = np.zeros(257, dtype=bool)
+    firsts[list(first_byte_ok(m))] = True
+    firsts[256] = True  # -1 (empty/special): always tried
+    fb = _first_bytes(tok)
+    ids = np.arange(tok.vocab_size) if ids is None else np.asarray(sorted(set(int(i) for i in ids)), dtype=np.int64)
+    cand = ids[firsts[fb[ids]]]
+    probe = m.fork()
     out: set[int] = set()
-    ids = range(tok.vocab_size) if ids is None else ids
-    for t in ids:
-        t = int(t)
-        b = tok.token_bytes(t) if t < tok.n_tokens else b""
-        if b and t not in tok.special_ids and b[0] not in firsts:
-            continue
-        if m.fork().accept_token(t):
+    for t in cand.tolist():
+        if probe.accept_token(t):
             out.add(t)
+            probe.rollback(1)
+    in_ids = set(ids.tolist())
+    for t in out | (set(int(c) for c in confirm) & in_ids):
+        assert m.fork().accept_token(t) == (t in out), f"probe and a fresh fork disagree on id {t}"
     return out
 
 
@@ -939,3 +972,132 @@ def as_bool_mask(ids: Iterable[int], n: int) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     out[list(ids)] = True
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# AICI's yacc-like format (for c.y): own reader
+# --------------------------------------------------------------------------------------------
+
+
+class YaccInfo:
+    """A yacc grammar with inline lexemes read by its own small reader: ``"kw"`` / ``'kw'`` are
+    keywords (rank 1), ``"/re/"`` regexes (rank 0), ``SKIP`` alternatives are ignored terminals.
+    Duck-types :class:`LarkInfo` for :class:`GreedyReference` (``terms``, ``ignore``, ``earley``)."""
+
+    PREFIX = "\n"  # the lexer starts as if after a newline (AICI)
+
+    def __init__(self, text: str) -> None:
+        toks = self._tokens(text)
+        start = None
+        i = 0
+        while toks[i] != ("%%", "%%"):
+            if toks[i] == ("dir", "%start"):
+                start = toks[i + 1][1]
+                i += 1
+            i += 1
+        i += 1
+        alts_of: dict[str, list[list]] = defaultdict(list)
+        order: list[str] = []
+        while i < len(toks) and toks[i][0] != "%%":
+            name = toks[i][1]
+            assert toks[i + 1][0] == ":", toks[i:i + 3]
+            i += 2
+            cur: list = []
+            while True:
+                kind, val = toks[i]
+                i += 1
+                if kind in ("|", ";"):
+                    alts_of[name].append(cur)
+                    cur = []
+                    if kind == ";":
+                        break
+                elif kind == "dir" and val == "%prec":
+                    i += 1
+                elif kind == "dir" and val == "%empty":
+                    pass
+                else:
+                    cur.append((kind, val))
+            if name not in order:
+                order.append(name)
+        self.terms: dict[str, Term] = {}
+        self.rules: list[tuple[str, tuple]] = []
+        ignore = []
+        for name in order:
+            for alt in alts_of[name]:
+                rhs = []
+                for kind, val in alt:
+                    if kind == "name":
+                        rhs.append(("N", val))
+                    else:
+                        rhs.append(("T", self._term(val)))
+                if name == "SKIP":
+                    assert len(rhs) == 1
+                    ignore.append(rhs[0][1])
+                else:
+                    self.rules.append((name, tuple(rhs)))
+        self.ignore = tuple(ignore)
+        self.start = start or next(n for n in order if n != "SKIP")
+        self.earley = Earley(self.rules, self.start)
+
+    def _term(self, s: str) -> str:
+        key = "lex:" + s
+        if key not in self.terms:
+            if len(s) > 2 and s[0] == "/" and s[-1] == "/":
+                pat = s[1:-1]
+                self.terms[key] = Term(key, CharRegex(pat), 0, False, pat)
+            else:
+                pat = re.escape(s)
+                self.terms[key] = Term(key, CharRegex(pat), 1, False, pat)
+        return key
+
+    @staticmethod
+    def _tokens(text: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        i, n = 0, len(text)
+        seen_pct = 0
+        while i < n:
+            c = text[i]
+            if c.isspace():
+                i += 1
+            elif text.startswith("//", i):
+                j = text.find("\n", i)
+                i = n if j < 0 else j
+            elif text.startswith("/*", i):
+                i = text.index("*/", i + 2) + 2
+            elif c in "\"'":
+                j = text.index(c, i + 1)
+                out.append(("str", text[i + 1:j]))
+                i = j + 1
+            elif text.startswith("%%", i):
+                out.append(("%%", "%%"))
+                i += 2
+                seen_pct += 1
+                if seen_pct == 2:
+                    break
+            elif c == "%":
+                m = re.compile(r"%[A-Za-z_-]+").match(text, i)
+                out.append(("dir", m.group()))
+                i = m.end()
+            elif c in ":|;":
+                out.append((c, c))
+                i += 1
+            else:
+                m = re.compile(r"[A-Za-z_.][A-Za-z0-9_.]*|[0-9]+").match(text, i)
+                assert m, text[i:i + 30]
+                out.append(("name", m.group()))
+                i = m.end()
+        return out
+
+
+class YaccReference(GreedyReference):
+    """Global lexing over a :class:`YaccInfo`, with its start context."""
+
+    def __init__(self, info: YaccInfo) -> None:
+        super().__init__(info, mode="global")  # type: ignore[arg-type]
+
+    def initial(self):
+        st = super().initial()
+        for ch in YaccInfo.PREFIX:
+            st = self.feed(st, ch)
+            assert st is not None
+        return st

@@ -27,6 +27,11 @@ MASK_CACHE_BYTES = 256 * 2**20
 MAX_FORCED_BYTES = 1024
 """Longest jump-forward string ``forced_bytes`` returns in one call."""
 
+MERGE_LIMIT = 8192
+"""Boundary groups whose subtrees hold more trie nodes than this are walked in the token trie
+itself instead of being merged (merging costs far more per node than walking; it pays off on
+small, repetitive groups such as the tokens that close a JSON string)."""
+
 
 def _ro(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
@@ -224,7 +229,8 @@ class CFGEngine:
         if memo is None:
             memo = self._tls.memo = ek.new_memo(self.tables.n_words, trie.max_depth)
         while True:
-            r = int(ek.group_walk(trie.nodes, trie.max_depth, *groups, self.L, self.G, ch.args(), memo, out))
+            r = int(ek.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
+                                  memo, out))
             ch.meta[0] = rows
             if r == ek.OK:
                 return
@@ -283,7 +289,7 @@ class CFGEngine:
         deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
         order = np.argsort(deep_state, kind="stable")
         groups = ek.merge_groups(trie.nodes, trie.subtree_end, np.ascontiguousarray(deep_node[order]),
-                                 np.ascontiguousarray(deep_state[order]))
+                                 np.ascontiguousarray(deep_state[order]), MERGE_LIMIT)
         hit = (inside, groups, first_bytes, bnd_node)
         with self._lock:
             self._partial[key] = hit

@@ -585,7 +585,7 @@ def end_and_push(L, G, C, s):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover - compiled
+def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragma: no cover - compiled
     """Merge the subtrees below the boundaries of each lexer-state group into one small trie.
 
     Boundaries sharing a lexer state (``bnd_state``, sorted) continue identically after their
@@ -594,7 +594,9 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover -
     m_end, mem_ptr, mem)``: group ``g`` owns merged nodes ``g_ptr[g]:g_ptr[g+1]`` in pre-order,
     ``m_rec`` packs byte (bits 0-7) and depth below the boundary (bits 8+, first byte = 1),
     ``m_end`` is each node's subtree end, and the trie nodes merged into node ``k`` (whose tokens
-    it stands for) are ``mem[mem_ptr[k]:mem_ptr[k+1]]``."""
+    it stands for) are ``mem[mem_ptr[k]:mem_ptr[k+1]]``. A group whose subtrees hold more than
+    ``merge_limit`` nodes is left unmerged (``g_raw[g]``; merging costs more than it saves there):
+    its boundary nodes are ``r_node[r_ptr[g]:r_ptr[g+1]]``, walked in the token trie itself."""
     nb = bnd_node.shape[0]
     total = 0
     n_groups = 0
@@ -604,6 +606,9 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover -
             n_groups += 1
     g_ptr = np.zeros(n_groups + 1, np.int32)
     g_state = np.zeros(n_groups, np.int32)
+    g_raw = np.zeros(n_groups, np.uint8)
+    r_ptr = np.zeros(n_groups + 1, np.int32)
+    r_node = np.zeros(nb, np.int32)
     m_rec = np.zeros(total, np.int64)
     m_end = np.zeros(total, np.int32)
     mem_ptr = np.zeros(total + 1, np.int32)
@@ -628,6 +633,17 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover -
             k_end += 1
         g_state[g] = s
         g_ptr[g] = n_m
+        r_ptr[g] = k
+        for q in range(k, k_end):
+            r_node[q] = bnd_node[q]
+        size = 0
+        for q in range(k, k_end):
+            size += subtree_end[bnd_node[q]] - bnd_node[q]
+        if size > merge_limit:
+            g_raw[g] = 1
+            g += 1
+            k = k_end
+            continue
         # root level: bucket the boundary nodes by their byte
         top = 0
         buf_top = 0
@@ -715,12 +731,15 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state):  # pragma: no cover -
         g += 1
         k = k_end
     g_ptr[n_groups] = n_m
+    r_ptr[n_groups] = nb
     mem_ptr[n_m] = n_mem
-    return g_ptr, g_state, m_rec[:n_m].copy(), m_end[:n_m].copy(), mem_ptr[:n_m + 1].copy(), mem[:n_mem].copy()
+    return (g_ptr, g_state, m_rec[:n_m].copy(), m_end[:n_m].copy(), mem_ptr[:n_m + 1].copy(), mem[:n_mem].copy(),
+            g_raw, r_ptr, r_node)
 
 
 @njit(cache=True, nogil=True)
-def group_walk(nodes, max_depth, g_ptr, g_state, m_rec, m_end, mem_ptr, mem, L, G, C, M, out):  # pragma: no cover
+def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_ptr, mem, g_raw, r_ptr, r_node,
+               L, G, C, M, out):  # pragma: no cover
     """Finish a mask after :func:`lexer_walk` over the merged boundary tries of
     :func:`merge_groups`: for each group push the parser row for the lexeme that ended (once),
     then walk the group's trie with lexer and parser together. Inside a lexeme only the lexer
@@ -758,50 +777,71 @@ def group_walk(nodes, max_depth, g_ptr, g_state, m_rec, m_end, mem_ptr, mem, L, 
         rows[0] = meta[0]
         okd[0] = 0
         okt[0, :] = 0
-        i = g_ptr[g]
-        end = g_ptr[g + 1]
-        while i < end:
-            rr = m_rec[i]
-            d = rr >> 8
-            sp = lex[d - 1]
-            b = rr & 0xFF
-            t = trans[sp, b]
-            od = okd[d - 1]
-            accepted = False
-            if t >= 0 and not (has_lazy and sp != lex_start and _lazy_stop(acc_bits, lazy_bits, sp, row_exp[rows[d - 1] - 1], ign)):
-                v = okt[od, t]
-                if v == 0:
-                    v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
-                    okt[od, t] = v
-                if v == 1:
-                    lex[d] = t
-                    rows[d] = rows[d - 1]
-                    okd[d] = od
-                    accepted = True
-                elif mode == 1:
-                    i = m_end[i]
-                    continue
-            if not accepted:
-                meta[0] = rows[d - 1]
-                s = lex_byte(L, G, C, M, sp, b, scan, True)
-                if s < 0:
-                    if s <= _LEX_FULL:
-                        status = s - _LEX_FULL
-                        break
-                    i = m_end[i]
-                    continue
-                lex[d] = s
-                rows[d] = meta[0]
-                if rows[d] != rows[d - 1]:
-                    okd[d] = d
-                    okt[d, :] = 0
+        raw = g_raw[g] == 1
+        n_parts = r_ptr[g + 1] - r_ptr[g] if raw else 1
+        for part in range(n_parts):
+            if raw:
+                i = r_node[r_ptr[g] + part]
+                end = subtree_end[i]
+                shift = ((nodes[i] >> 8) & 0xFFFF) - 1  # depths relative to the boundary
+            else:
+                i = g_ptr[g]
+                end = g_ptr[g + 1]
+                shift = 0
+            while i < end:
+                if raw:
+                    rr = nodes[i]
+                    d = ((rr >> 8) & 0xFFFF) - shift
                 else:
-                    okd[d] = od
-            for q in range(mem_ptr[i], mem_ptr[i + 1]):
-                tok = (nodes[mem[q]] >> 24) - 1
-                if tok >= 0:
-                    out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
-            i += 1
+                    rr = m_rec[i]
+                    d = rr >> 8
+                sp = lex[d - 1]
+                b = rr & 0xFF
+                t = trans[sp, b]
+                od = okd[d - 1]
+                accepted = False
+                if t >= 0 and not (has_lazy and sp != lex_start
+                                   and _lazy_stop(acc_bits, lazy_bits, sp, row_exp[rows[d - 1] - 1], ign)):
+                    v = okt[od, t]
+                    if v == 0:
+                        v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
+                        okt[od, t] = v
+                    if v == 1:
+                        lex[d] = t
+                        rows[d] = rows[d - 1]
+                        okd[d] = od
+                        accepted = True
+                    elif mode == 1:
+                        i = subtree_end[i] if raw else m_end[i]
+                        continue
+                if not accepted:
+                    meta[0] = rows[d - 1]
+                    s = lex_byte(L, G, C, M, sp, b, scan, True)
+                    if s < 0:
+                        if s <= _LEX_FULL:
+                            status = s - _LEX_FULL
+                            break
+                        i = subtree_end[i] if raw else m_end[i]
+                        continue
+                    lex[d] = s
+                    rows[d] = meta[0]
+                    if rows[d] != rows[d - 1]:
+                        okd[d] = d
+                        okt[d, :] = 0
+                    else:
+                        okd[d] = od
+                if raw:
+                    tok = (rr >> 24) - 1
+                    if tok >= 0:
+                        out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                else:
+                    for q in range(mem_ptr[i], mem_ptr[i + 1]):
+                        tok = (nodes[mem[q]] >> 24) - 1
+                        if tok >= 0:
+                            out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                i += 1
+            if status != OK:
+                break
         if status != OK:
             break
     meta[0] = base

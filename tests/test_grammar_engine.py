@@ -1,0 +1,924 @@
+"""The context-free grammar engine (Lark, GBNF, yacc front ends through ``compile``/``Matcher``)
+against independent oracles (``tests/grammar_oracles.py``):
+
+1. token masks equal the brute force ``{t : m.fork().accept_token(t)}`` along real texts, with
+   both mistral-common tokenizers (spm: whole vocabulary; tekken: a random sample + the mask);
+2. Lark grammars: random sentences that Lark's own Earley parser accepts are accepted (as a
+   string and token by token), mutations agree with Lark up to documented lexing differences and
+   exactly with a literal implementation of the documented greedy contextual lexer, and every
+   accepted prefix of a rejected text has a completion that Lark accepts (early error detection);
+3. GBNF: exhaustive comparison with an exact character-level Earley recognizer (own GBNF reader),
+   json.gbnf also against ``json.loads``;
+4. yacc (c.y): sample.c, C snippets, early rejection, and mutations against a global-lexer
+   reference;
+5. rollback/fork, 6. jump-forward bytes.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("lark")
+
+import logitgate as lg
+
+from .conftest import mistral_file
+from .grammar_oracles import (
+    Earley,
+    GbnfOracle,
+    GreedyReference,
+    LarkInfo,
+    YaccInfo,
+    YaccReference,
+    brute_force_allowed,
+    completion_search,
+    first_byte_ok,
+    mutate,
+)
+from .oracles import CanonicalEncoder, random_split_ids
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SYNCODE = DATA / "syncode-grammars"
+LLAMA = DATA / "llama-cpp-grammars"
+AICI = DATA / "aici" / "grammars"
+
+pytestmark = pytest.mark.filterwarnings("ignore::logitgate.errors.GrammarWarning")
+
+
+def data_text(path: Path) -> str:
+    if not path.exists():
+        pytest.skip(f"{path} is not in the shared data")
+    return path.read_text()
+
+
+_enc: dict[str, CanonicalEncoder] = {}
+
+
+def encoder(tok) -> CanonicalEncoder:
+    name = "spm" if tok.n_tokens < 100_000 else "tekken"
+    if name not in _enc:
+        path = mistral_file("tokenizer.model.v1" if name == "spm" else "tekken_240911.json")
+        _enc[name] = CanonicalEncoder(name, path)
+    return _enc[name]
+
+
+def tok_name(tok) -> str:
+    return "spm" if tok.n_tokens < 100_000 else "tekken"
+
+
+def current_mask(m: lg.Matcher, vocab_size: int) -> np.ndarray:
+    bm = lg.allocate_token_bitmask(1, vocab_size)
+    m.fill_next_token_bitmask(bm, 0)
+    return lg.bitmask_to_bool(bm[0], vocab_size)
+
+
+def state_key(m: lg.Matcher):
+    """Identity of a matcher's parse position, used only to prune completion searches: the
+    lexer state and the fingerprint of the chart's last row (which the engine documents as
+    identifying the parser's future)."""
+    st = m._state
+    ch = st.chart
+    return (st.lex, int(ch.row_fp[ch.n_rows - 1, 0]), int(ch.row_fp[ch.n_rows - 1, 1]))
+
+
+def walk(m: lg.Matcher, tok, text: str) -> list[int]:
+    """Feed ``text`` token by token (canonical encoding); returns the ids fed."""
+    leading, ids = encoder(tok).encode(text, tok)
+    if leading:
+        assert m.accept_bytes(leading), (text, leading)
+    for t in ids:
+        assert m.accept_token(t), f"token {tok.token_bytes(t)!r} of {text[:80]!r}... refused"
+    return ids
+
+
+def first_rejected_byte(compiled, data: bytes) -> int | None:
+    m = lg.Matcher(compiled)
+    for i in range(len(data)):
+        if not m.accept_bytes(data[i:i + 1]):
+            return i
+    return None
+
+
+def ours_run(compiled, text: str) -> tuple[int | None, bool]:
+    """(index of the first refused *character* or None, accepted as a whole)."""
+    data = text.encode("utf-8")
+    i = first_rejected_byte(compiled, data)
+    if i is not None:
+        return len(data[:i].decode("utf-8", "ignore")), False
+    m = lg.Matcher(compiled)
+    assert m.accept_bytes(data)
+    return None, m.is_accepting()
+
+
+def ours_accepts(compiled, text: str) -> bool:
+    m = lg.Matcher(compiled)
+    return m.accept_string(text) and m.is_accepting()
+
+
+# =============================================================================================
+# Grammars and texts
+# =============================================================================================
+
+ARITH_LEFTREC = r"""
+start: expr
+expr: expr "+" term | expr "-" term | term
+term: term "*" factor | term "/" factor | factor
+factor: NUMBER | "(" expr ")" | "-" factor
+NUMBER: /[0-9]+(\.[0-9]+)?/
+%ignore " "
+"""
+
+AMBIGUOUS = r"""
+start: e
+e: e "+" e | NUMBER
+NUMBER: /[0-9]+/
+"""
+
+IGNORE_WS = r"""
+start: item*
+item: NAME "=" value ";"
+value: NAME | NUMBER | "[" [value ("," value)*] "]"
+NAME: /[a-z_][a-z0-9_]*/
+NUMBER: /-?[0-9]+/
+COMMENT: /#[^\n]*/
+WS: /[ \t\n]+/
+%ignore WS
+%ignore COMMENT
+"""
+
+KEYWORDS = r"""
+start: stmt+
+stmt: "if" NAME "then" stmt "end" | "while" NAME "do" stmt "end" | NAME "=" NAME ";" | "print" NAME ";"
+NAME: /[a-z]+/
+%ignore " "
+"""
+
+LAZY_COMMENT = r"""
+start: (WORD | COMMENT)+
+WORD: /[a-z]+/
+COMMENT: /\/\*(.|\n)*?\*\//
+%ignore " "
+"""
+
+LARK_GRAMMARS = {
+    "json.lark": (lambda: data_text(SYNCODE / "json.lark"), '{}[]:,"a1.-e tnulrf\\é'),
+    "calc.lark": (lambda: data_text(SYNCODE / "calc.lark"), "0123.e+-*/() "),
+    "tiny.lark": (lambda: data_text(SYNCODE / "tiny.lark"), "cdx "),
+    "arith_leftrec": (lambda: ARITH_LEFTREC, "12.+-*/() "),
+    "ambiguous": (lambda: AMBIGUOUS, "12+ "),
+    "ignore_ws": (lambda: IGNORE_WS, "ab_1=;[],-# \n"),
+    "keywords": (lambda: KEYWORDS, "ifthenwhdopr=; "),
+    "lazy_comment": (lambda: LAZY_COMMENT, "ab/* \n"),
+}
+
+_lark_cache: dict[str, tuple] = {}
+
+
+def lark_case(name: str):
+    """(source, LarkInfo, GreedyReference, alphabet) of a Lark grammar."""
+    if name not in _lark_cache:
+        get, alphabet = LARK_GRAMMARS[name]
+        src = get()
+        info = LarkInfo(src)
+        _lark_cache[name] = (src, info, GreedyReference(info), alphabet)
+    return _lark_cache[name]
+
+
+def lark_sentences(name: str, n: int, seed: str = "") -> list[tuple[str, list[str]]]:
+    """Random sentences of the grammar that Lark's Earley parser accepts, with their tokens."""
+    src, info, ref, _ = lark_case(name)
+    rng = random.Random(f"sentences-{name}-{seed}")
+    out: list[tuple[str, list[str]]] = []
+    tries = 0
+    while len(out) < n and tries < 20 * n:
+        tries += 1
+        toks = info.random_tokens(rng, max_depth=rng.randint(3, 7))
+        p_sep = rng.choice([0.0, 0.5, 1.0]) if info.ignore else 0.0
+        text = info.join(toks, rng, p_sep)
+        if len(text) > 120 or not text:
+            continue
+        if info.lark_accepts(text):
+            out.append((text, [t for _, t in toks]))
+    assert len(out) >= n // 2, f"only {len(out)} of {n} sentences generated for {name}"
+    return out
+
+
+MASK_TEXTS = {
+    "json.lark": ("lark", SYNCODE / "json.lark",
+                  '{"name": "Ann \\u00e9", "tags": [1, -2.5e3, "x y", true, null, {"b": false}], "e": ""}'),
+    "calc.lark": ("lark", SYNCODE / "calc.lark", "(1 + 2.5) * 3 / 4 - 5e3 * (.5 - 6)"),
+    "json.gbnf": ("gbnf", LLAMA / "json.gbnf",
+                  '{"a": [1, 2.5, "x\\n", true, null, {"b": false}],\n  "c": -0.5e7, "d": "é"}'),
+    "arithmetic.gbnf": ("gbnf", LLAMA / "arithmetic.gbnf", "a+b*(c-12) = 3\nx1 = y\n"),
+    "c.gbnf": ("gbnf", LLAMA / "c.gbnf",
+               "int main(){int x = 1;while(x<10){x = x+1;}if(x==10){return x;}else{return 0;}}"
+               "float f(int a){// c\nreturn a*2;}"),
+    "list.gbnf": ("gbnf", LLAMA / "list.gbnf", "- apple\n- banana split\n- 3 é\n"),
+    "c.y": ("yacc", AICI / "c.y", None),
+}
+
+
+def load_grammar(kind: str, path: Path) -> lg.Grammar:
+    text = data_text(path)
+    if kind == "lark":
+        return lg.Grammar.from_lark(text)
+    if kind == "gbnf":
+        return lg.Grammar.from_gbnf(text)
+    return lg.Grammar.from_yacc(text)
+
+
+def mask_text(name: str) -> str:
+    kind, path, text = MASK_TEXTS[name]
+    if name == "c.y":
+        return "\n" + data_text(AICI / "sample.c")
+    if kind == "gbnf":
+        assert GbnfOracle(data_text(path)).accepts(text), "the sample text is not in the grammar"
+    if kind == "lark":
+        assert LarkInfo(data_text(path)).lark_accepts(text)
+    return text
+
+
+# =============================================================================================
+# 1. masks == brute force
+# =============================================================================================
+
+
+def check_mask_brute_force(m: lg.Matcher, tok, rng: random.Random, full: bool, exhaustive: bool = False,
+                           n_confirm: int = 300) -> int:
+    """Compare the mask with the brute force; returns the number of allowed ids.
+
+    ``full``: over the whole vocabulary; else over 3000 random ids plus the ids of the mask (a
+    random 5000 of them when the mask is larger, unless ``exhaustive``). Every allowed id of
+    the brute force and a sample of the others are re-checked on fresh forks."""
+    allowed = set(int(t) for t in m.allowed_token_ids())
+    bits = set(np.flatnonzero(current_mask(m, tok.vocab_size)).tolist())
+    assert allowed == bits, "allowed_token_ids and fill_next_token_bitmask differ"
+    eos = tok.eos_token_ids[0]
+    assert (eos in allowed) == m.is_accepting()
+    if full:
+        ids = set(range(tok.vocab_size))
+    else:
+        in_mask = allowed if exhaustive or len(allowed) <= 5000 else set(rng.sample(sorted(allowed), 5000))
+        ids = set(rng.sample(range(tok.vocab_size), 3000)) | in_mask | set(tok.eos_token_ids)
+        ids |= set(list(tok.special_ids)[:20])
+    pool = sorted(ids)
+    confirm = set(rng.sample(pool, min(n_confirm, len(pool))))
+    confirm |= set(rng.sample(sorted(allowed), min(n_confirm, len(allowed))))
+    expected = brute_force_allowed(m, tok, None if full else pool, confirm=confirm)
+    got = allowed & ids
+    missing, extra = expected - got, got - expected
+    assert not missing and not extra, (
+        f"mask differs from brute force: missing {[(t, tok.token_bytes(t)) for t in sorted(missing)[:5]]}, "
+        f"extra {[(t, tok.token_bytes(t)) for t in sorted(extra)[:5]]} (of {len(ids)} ids checked)")
+    # special tokens other than EOS are never allowed
+    assert not (allowed & (set(tok.special_ids) - set(tok.eos_token_ids)))
+    return len(allowed)
+
+
+def check_forced(m: lg.Matcher, tok) -> None:
+    """Jump-forward bytes are consistent with the mask and maximal."""
+    forced = m.find_jump_forward_bytes()
+    if not forced:
+        return
+    assert not m.is_accepting()
+    for t in m.allowed_token_ids()[:2000]:
+        b = tok.token_bytes(int(t))
+        assert b.startswith(forced) or forced.startswith(b), (forced, b)
+    probe = m.fork()
+    assert probe.accept_bytes(forced)
+    assert probe.is_accepting() or len(first_byte_ok(probe)) != 1
+
+
+def mask_walk(name: str, tok, n_checks: int, full: bool, seed: str, exhaustive: bool = False) -> None:
+    kind, path, _ = MASK_TEXTS[name]
+    compiled = lg.compile(load_grammar(kind, path), tok)
+    text = mask_text(name)
+    leading, ids = encoder(tok).encode(text, tok)
+    rng = random.Random(f"{seed}-{name}-{tok_name(tok)}")
+    limit = len(ids) if name != "c.y" else min(len(ids), 400)  # forks copy the whole chart
+    steps = {0, limit} | set(rng.sample(range(1, limit), min(n_checks, limit - 1)))
+    m = lg.Matcher(compiled, max_rollback=-1)
+    if leading:
+        check_mask_brute_force(m, tok, rng, full, exhaustive)
+        assert m.accept_bytes(leading)
+    sizes = []
+    for i, t in enumerate(ids):
+        if i in steps:
+            sizes.append(check_mask_brute_force(m, tok, rng, full, exhaustive))
+            check_forced(m, tok)
+        assert m.accept_token(t), (i, tok.token_bytes(t))
+    if len(ids) in steps or name != "c.y":
+        sizes.append(check_mask_brute_force(m, tok, rng, full, exhaustive))
+    assert m.is_accepting()
+    eos = tok.eos_token_ids[0]
+    assert m.accept_token(eos) and m.is_terminated()
+    assert set(m.allowed_token_ids().tolist()) == set(tok.eos_token_ids)
+    assert any(s > 1 for s in sizes)  # the checks saw real choices
+
+
+@pytest.mark.parametrize("name", sorted(MASK_TEXTS))
+def test_masks_equal_brute_force_spm_whole_vocab(name, tok_spm):
+    mask_walk(name, tok_spm, n_checks=1, full=True, seed="spm")
+
+
+@pytest.mark.parametrize("name", sorted(MASK_TEXTS))
+def test_masks_equal_brute_force_tekken_sampled(name, tok_tekken):
+    mask_walk(name, tok_tekken, n_checks=4, full=False, seed="tekken")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MASK_TEXTS))
+def test_masks_equal_brute_force_many_steps(name, real_tok):
+    mask_walk(name, real_tok, n_checks=12, full=tok_name(real_tok) == "spm", seed="slow", exhaustive=True)
+
+
+def test_c_mask_deep_in_sample(tok_spm):
+    """Masks far into sample.c (a large chart), over the ids whose first byte is allowed."""
+    compiled = lg.compile(load_grammar("yacc", AICI / "c.y"), tok_spm)
+    text = mask_text("c.y")
+    leading, ids = encoder(tok_spm).encode(text, tok_spm)
+    m = lg.Matcher(compiled, max_rollback=-1)
+    if leading:
+        assert m.accept_bytes(leading)
+    rng = random.Random("c-deep")
+    for i, t in enumerate(ids):
+        if i in (len(ids) // 2, len(ids) - 3):
+            check_mask_brute_force(m, tok_spm, rng, full=False, n_confirm=40)
+        assert m.accept_token(t)
+    assert m.is_accepting()
+
+
+# =============================================================================================
+# 2. Lark: language oracle
+# =============================================================================================
+
+
+def explained(ref: GreedyReference, text: str, ours: bool, lark_ok: bool) -> str | None:
+    return ref.explain(text, ours, lark_ok)
+
+
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_sentences_accepted(name, tok_spm):
+    src, info, ref, _ = lark_case(name)
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok_spm)
+    sentences = lark_sentences(name, 30)
+    agree, diffs = 0, []
+    for text, _ in sentences:
+        ours = ours_accepts(compiled, text)
+        assert ours == (ref.run(text) == (None, True)), f"greedy reference disagrees on {text!r}"
+        if ours:
+            agree += 1
+        else:
+            reason = explained(ref, text, ours, True)
+            assert reason, f"Lark accepts {text!r}, we do not, and no lexing difference explains it"
+            diffs.append((text, reason))
+    assert agree >= len(sentences) * 0.6, diffs[:5]
+
+
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_sentences_token_by_token(name, real_tok):
+    src, info, ref, _ = lark_case(name)
+    compiled = lg.compile(lg.Grammar.from_lark(src), real_tok)
+    done = 0
+    for text, _ in lark_sentences(name, 30):
+        if not ours_accepts(compiled, text):
+            continue  # a documented lexing difference (test_lark_sentences_accepted)
+        m = lg.Matcher(compiled)
+        walk(m, real_tok, text)
+        assert m.is_accepting(), text
+        assert m.accept_token(real_tok.eos_token_ids[0])
+        rng = random.Random(text)
+        ids = random_split_ids(real_tok, text.encode(), rng)
+        m2 = lg.Matcher(compiled)
+        for t in ids:
+            assert m2.accept_token(t), (text, real_tok.token_bytes(t))
+        assert m2.is_accepting()
+        done += 1
+    assert done >= 10
+
+
+def lark_mutations(name: str, n: int, seed: str):
+    src, info, ref, alphabet = lark_case(name)
+    rng = random.Random(f"mut-{name}-{seed}")
+    sentences = lark_sentences(name, 30)
+    out = []
+    for _ in range(n):
+        text, toks = rng.choice(sentences)
+        for _ in range(rng.choice([1, 1, 2])):
+            text = mutate(text, rng, alphabet, toks)
+            toks = None
+        out.append(text)
+    return out
+
+
+def run_lark_mutations(name: str, tok, n: int, seed: str) -> None:
+    src, info, ref, _ = lark_case(name)
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok)
+    reasons: dict[str, int] = {}
+    n_acc = 0
+    for text in lark_mutations(name, n, seed):
+        ours = ours_run(compiled, text)
+        expect = ref.run(text)
+        assert ours == expect, f"{text!r}: ours {ours}, greedy reference {expect}"
+        ours_ok = ours == (None, True)
+        lark_ok = info.lark_accepts(text)
+        n_acc += ours_ok
+        if ours_ok != lark_ok:
+            reason = explained(ref, text, ours_ok, lark_ok)
+            assert reason, f"{text!r}: ours {ours_ok}, Lark {lark_ok}, not a lexing difference"
+            reasons[reason.split(" ")[0]] = reasons.get(reason.split(" ")[0], 0) + 1
+    assert n_acc > 0  # some mutations stay in the language
+
+
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_mutations_agree(name, tok_spm):
+    run_lark_mutations(name, tok_spm, 80, "default")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_mutations_agree_many(name, tok_spm):
+    run_lark_mutations(name, tok_spm, 1000, "slow")
+
+
+def run_earliest_rejection(name: str, tok, n: int, seed: str) -> None:
+    src, info, ref, alphabet = lark_case(name)
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok)
+    comp_alphabet = bytes(sorted(set(alphabet.encode()) | set(b"0123456789\"]}) ;ab")))
+    checked = 0
+    for text in lark_mutations(name, n, seed):
+        data = text.encode()
+        i = first_rejected_byte(compiled, data)
+        prefix = data if i is None else data[:i]
+        m = lg.Matcher(compiled)
+        assert m.accept_bytes(prefix)
+        if i is None and m.is_accepting():
+            continue
+        # the greedy reference refuses the same character (or also ends there unaccepted)
+        r_i, r_ok = ref.run(text)
+        assert not r_ok
+        if i is not None:
+            assert r_i == len(data[:i].decode("utf-8", "ignore")), (text, i, r_i)
+        completion = completion_search(m, comp_alphabet, key=state_key)
+        assert completion is not None, f"no completion found after the accepted prefix {prefix!r}"
+        full = (prefix + completion).decode("utf-8")
+        assert ours_accepts(compiled, full)
+        if not info.lark_accepts(full):
+            assert explained(ref, full, True, False), f"Lark rejects the completion {full!r}"
+        checked += 1
+    assert checked >= n // 4
+
+
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_accepted_prefixes_are_viable(name, tok_spm):
+    run_earliest_rejection(name, tok_spm, 25, "default")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LARK_GRAMMARS))
+def test_lark_accepted_prefixes_are_viable_many(name, tok_spm):
+    run_earliest_rejection(name, tok_spm, 200, "slow")
+
+
+# -- the documented lexing differences, one by one ---------------------------------------------
+
+KEYWORD_VS_NAME = 'start: "if" NAME | NAME NAME\nNAME: /[a-z]+/\n%ignore " "'
+
+
+@pytest.mark.parametrize("src,text,ours,lark_ok", [
+    # longest match across terminals: NAME takes "iffy" although "if" + NAME("fy") would parse
+    (KEYWORD_VS_NAME, "iffy", False, True),
+    (KEYWORD_VS_NAME, "iffy x", True, True),
+    (KEYWORD_VS_NAME, "if x", True, True),
+    # literals beat regexes of the same length: "if" is the keyword, not a NAME
+    ('start: stmt+\nstmt: "if" NAME ";" | NAME "=" NAME ";"\nNAME: /[a-z]+/\n%ignore " "', "if = x;", False, True),
+    # ... but only where the parser expects the keyword (contextual lexing)
+    ('start: NAME "=" NAME\nNAME: /[a-z]+/\nIF: "if"\n', "if=x", True, True),
+    # a higher priority wins over a literal of the same length
+    ('start: A | B\nA.2: /a+/\nB: "aa"', "aa", True, True),
+    # greedy lexemes: no backtracking to a shorter match ("abcd" is still possible after "abc")
+    ('start: A "c"\nA: "ab" | "abcd"', "abc", False, True),
+    ('start: A "c"\nA: "ab" | "abcd"', "abcdc", True, True),
+    # lazy terminals end at their first match
+    (LAZY_COMMENT, "/* a */ */", False, False),
+    (LAZY_COMMENT, "/* a */ b /* */ */", False, False),
+    (LAZY_COMMENT, "/* a */ b /* * / */", True, True),
+])
+def test_documented_lexing_semantics(src, text, ours, lark_ok, tok_spm):
+    info = LarkInfo(src)
+    ref = GreedyReference(info)
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok_spm)
+    assert ours_accepts(compiled, text) == ours
+    assert (ref.run(text)[1]) == ours
+    assert info.lark_accepts(text) == lark_ok
+    if ours != lark_ok:
+        assert explained(ref, text, ours, lark_ok)
+
+
+def test_greedy_lexing_is_per_byte_not_per_character(tok_spm):
+    """A disagreement with Lark (and with character-level greedy lexing): the first UTF-8 byte
+    of 'è' (0xC3) could extend A towards 'é' (0xC3 0xA9), so it is taken as extending A, and
+    the next byte (0xA8) is refused: "xè" is rejected although A="x", B="è" is the only parse.
+    This follows the documented rule literally (a *byte* that extends the lexeme is taken)."""
+    src = 'start: A B\nA: /xé?/\nB: "è"'
+    info = LarkInfo(src)
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok_spm)
+    assert info.lark_accepts("xè") and GreedyReference(info).run("xè") == (None, True)
+    assert ours_accepts(compiled, "xéè")
+    assert first_rejected_byte(compiled, "xè".encode()) == 2  # mid-character
+    m = lg.Matcher(compiled)
+    assert m.accept_bytes(b"x\xc3")
+    assert completion_search(m, b"\xa9\xa8\xc3") is not None  # still viable: "xéè"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "early error detection fails when a regex terminal can swallow what must follow it: in "
+    "`start: /[a-z]+/ \"b\"` every [a-z] byte (including 'b') extends the greedy lexeme, so no "
+    "text is ever complete, yet 'x' (and any [a-z]+) is accepted and the mask is never empty "
+    "(the lexer's viability check looks at terminals reachable inside the lexeme, not at whether "
+    "the parser can ever get past it)"))
+def test_early_error_detection_with_a_swallowing_terminal(tok_spm):
+    src = 'start: /[a-z]+/ "b"'
+    compiled = lg.compile(lg.Grammar.from_lark(src), tok_spm)
+    m = lg.Matcher(compiled)
+    assert LarkInfo(src).lark_accepts("xb") is False  # Lark agrees nothing parses this way
+    if m.accept_string("x"):
+        # an accepted prefix must have a completion
+        assert completion_search(m, b"abxyz!\n ", max_nodes=3000, max_len=8) is not None
+
+
+# =============================================================================================
+# 3. GBNF: exact character-level language
+# =============================================================================================
+
+SMALL_GBNF = {
+    "class_then_literal": ('root ::= [a-z]+ "b"', "abx"),
+    "prefix_alternatives": ('root ::= "a" | "ab" "c"', "abc"),
+    "ws_before_newline": ('root ::= x "\\n"\nx ::= [a-z]+ ws\nws ::= [ \\t\\n]*', "ab \n"),
+    "overlapping_repeats": ('root ::= ("a" | "ab")+ "b"?', "ab"),
+    "middle_literal": ('root ::= [a-c]* "ab" [a-c]*', "abc"),
+    "bounded": ('root ::= "x"{2,4} "y"? "x"?', "xy"),
+    "words": ('root ::= (word " ")* word\nword ::= [ab]+', "ab "),
+    "balanced": ('root ::= "(" root ")" root | ""', "()x"),
+    "numbers": ('root ::= num ("," ws num)*\nnum ::= [0-9]+ ("." [0-9]+)?\nws ::= " "?', "1., "),
+    "optional_ws_then_class": ('root ::= "a" ws [ b]\nws ::= " "*', "a b"),
+    "keyword_or_name": ('root ::= ("if" | [a-z]+) " " [a-z]+', "if "),
+}
+
+LLAMA_EXHAUSTIVE = {
+    "arithmetic.gbnf": ("a1+=( \n", 6),
+    "list.gbnf": ("- ab\n", 8),
+    "json.gbnf": ('{}":1 ,e-\n', 6),
+    "c.gbnf": ("int (){};=1", 10),
+}
+
+
+def exhaustive_compare(compiled, oracle: GbnfOracle, alphabet: str, max_len: int) -> int:
+    """Every string over ``alphabet`` up to ``max_len`` characters: ours accepts the prefix iff
+    the oracle's chart is alive, and is accepting iff the oracle accepts. Returns nodes seen."""
+    nodes = 0
+    stack = [("", lg.Matcher(compiled), oracle.initial())]
+    while stack:
+        text, m, chart = stack.pop()
+        nodes += 1
+        assert m.is_accepting() == Earley.accepting(chart), f"acceptance of {text!r}"
+        if len(text) >= max_len:
+            continue
+        for ch in alphabet:
+            m2 = m.fork()
+            ok = m2.accept_string(ch)
+            chart2 = oracle.feed(chart, ch)
+            assert ok == (chart2 is not None), f"{text + ch!r}: ours {ok}, exact oracle {chart2 is not None}"
+            if ok:
+                stack.append((text + ch, m2, chart2))
+    return nodes
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_GBNF))
+def test_gbnf_small_exhaustive(name, tok_spm):
+    src, alphabet = SMALL_GBNF[name]
+    compiled = lg.compile(lg.Grammar.from_gbnf(src), tok_spm)
+    nodes = exhaustive_compare(compiled, GbnfOracle(src), alphabet, 6)
+    assert nodes > 3
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA_EXHAUSTIVE))
+def test_gbnf_llama_exhaustive(name, tok_spm):
+    src = data_text(LLAMA / name)
+    alphabet, depth = LLAMA_EXHAUSTIVE[name]
+    compiled = lg.compile(lg.Grammar.from_gbnf(src), tok_spm)
+    assert exhaustive_compare(compiled, GbnfOracle(src), alphabet, depth) > 20
+
+
+def random_json_value(rng: random.Random, depth: int):
+    kind = rng.randrange(7 if depth < 3 else 4)
+    if kind == 0:
+        return rng.choice([0, 1, -7, 12, 123456789, -0.5, 2.25, 1e22, 3e-7, 10**17])
+    if kind == 1:
+        return "".join(rng.choice('ab "\\\n\té中\x7f\x01/') for _ in range(rng.randrange(5)))
+    if kind == 2:
+        return rng.choice([True, False, None])
+    if kind == 3:
+        return ""
+    if kind in (4, 5):
+        return {rng.choice(["a", "b", "key", "é", ""]): random_json_value(rng, depth + 1)
+                for _ in range(rng.randrange(3))}
+    return [random_json_value(rng, depth + 1) for _ in range(rng.randrange(3))]
+
+
+def json_texts(rng: random.Random, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        obj = {k: random_json_value(rng, 1) for k in rng.sample(["a", "bb", "c d", "\\"], rng.randrange(4))}
+        style = rng.randrange(4)
+        if style == 0:
+            s = json.dumps(obj, separators=(",", ":"), ensure_ascii=rng.random() < 0.5)
+        elif style == 1:
+            s = json.dumps(obj, ensure_ascii=False)
+        elif style == 2:
+            s = json.dumps(obj, indent=rng.choice([1, 2, 4]))
+        else:
+            s = json.dumps(obj, indent="\t", separators=(", ", " : "))
+        if rng.random() < 0.4:
+            s = mutate(s, rng, '{}[]":,0123456789.eE+- \n\tatrue\\')
+        out.append(s)
+    return out
+
+
+def test_json_gbnf_against_oracles(tok_spm):
+    src = data_text(LLAMA / "json.gbnf")
+    compiled = lg.compile(lg.Grammar.from_gbnf(src), tok_spm)
+    oracle = GbnfOracle(src)
+    rng = random.Random("json-gbnf")
+    n_ok = 0
+    texts = json_texts(rng, 300)
+    for s in texts:
+        ours = ours_run(compiled, s)
+        exact = oracle.run(s)
+        assert ours == exact, f"{s!r}: ours {ours}, exact oracle {exact}"
+        if ours == (None, True):
+            n_ok += 1
+            assert isinstance(json.loads(s), dict), s  # json.gbnf is a subset of JSON objects
+    assert 50 < n_ok < len(texts)
+    # the compact form of plain data is always in the language
+    for obj in [{}, {"a": 1}, {"a": [1, 2, {"b": None}], "c": "x\ny"}, {"k": -12.5, "l": [True, False, []]}]:
+        s = json.dumps(obj, separators=(",", ":"))
+        assert ours_accepts(compiled, s), s
+    # json.gbnf's own limits (exact oracle agrees): root is an object, exponent digits after the
+    # first are 1-9, at most 16 integer digits, DEL is excluded, whitespace is one space or a newline + indent
+    for s, ok in [("[1]", False), ('{"a":1e10}', False), ('{"a":1e19}', True), ('{"a":' + "1" * 16 + "}", True),
+                  ('{"a":' + "1" * 17 + "}", False), ('{"a":"\x7f"}', False), ('{"a":  1}', False),
+                  ('{"a":\n\t\t1}', True), ('{"a":01}', False), ('{"a":-0.0}', True)]:
+        assert ours_accepts(compiled, s) == ok == oracle.accepts(s), s
+
+
+# =============================================================================================
+# 4. yacc / C
+# =============================================================================================
+
+_yacc: dict[str, tuple] = {}
+
+
+def c_case(tok):
+    key = tok_name(tok)
+    if key not in _yacc:
+        text = data_text(AICI / "c.y")
+        _yacc[key] = (lg.compile(lg.Grammar.from_yacc(text), tok), YaccReference(YaccInfo(text)))
+    return _yacc[key]
+
+
+def test_c_sample_accepted(real_tok):
+    compiled, _ = c_case(real_tok)
+    text = mask_text("c.y")
+    m = lg.Matcher(compiled)
+    assert m.accept_string(text) and m.is_accepting()
+    m = lg.Matcher(compiled)
+    walk(m, real_tok, text)
+    assert m.is_accepting()
+    assert m.accept_token(real_tok.eos_token_ids[0])
+
+
+def test_c_int_123_rejected_at_the_digit(tok_spm):
+    compiled, _ = c_case(tok_spm)
+    m = lg.Matcher(compiled)
+    assert m.accept_string("\nint ")
+    assert not m.fork().accept_string("1")
+    assert not m.fork().accept_string("123;")
+    assert m.fork().accept_string("x123;")
+    assert first_rejected_byte(compiled, b"\nint 123;") == 5
+
+
+C_SNIPPETS = [
+    ("int main(void) { return 0; }", None, True),
+    ("int x = 1 + 2 * (3 - 4);", None, True),
+    ("typedef unsigned long size_t; size_t n;", None, True),
+    ("/* c */ int x; // d\n", None, True),
+    ("\n#include <a.h>\n#define X \\\n 1\nint x;", None, True),
+    ("int a[10], *p = &a[0];", None, True),
+    ("void f() { if (a) b(); else { while (c--) ; } }", None, True),
+    ('char *s = "str\\"q";', None, True),
+    ("int x = 0x1fUL; long y = 15L; char c = '\\n';", None, True),
+    # c.y's float constants are written "/[0-9]*\\.[0-9]+.../" and read verbatim (as the string
+    # constants must be), so they need a backslash: "1." is the constant 1 and a member access
+    ("float y = 1.5;", 12, False),
+    ("struct s { int a : 3; struct s *next; };", None, True),
+    ("int x", None, False),
+    ("int x;;", 6, False),
+    ("int while;", 9, False),
+    ("x = 1;", 2, False),
+    ("int x = 1e;", 10, False),
+    ("int 123;", 4, False),
+    ("void f() { return 1 }", 20, False),
+    ("int f() { int x = y + ; }", 22, False),
+    ("int f() { int x = y ++ ++; }", None, True),  # syntactically valid C
+]
+
+
+@pytest.mark.parametrize("text,reject_at,accept", C_SNIPPETS)
+def test_c_snippets(text, reject_at, accept, tok_spm):
+    compiled, ref = c_case(tok_spm)
+    assert ours_run(compiled, text) == (reject_at, accept)
+    assert ref.run(text) == (reject_at, accept)  # the independent global-lexer reference
+
+
+def test_c_mutations_agree_with_global_lexer_reference(tok_spm):
+    compiled, ref = c_case(tok_spm)
+    rng = random.Random("c-mutations")
+    pieces = [t for t, _, ok in C_SNIPPETS if ok]
+    alphabet = "int ();{}=+*/-'\"x1.e\n#\\"
+    n_acc = 0
+    for _ in range(150):
+        text = rng.choice(pieces)
+        for _ in range(rng.choice([1, 2])):
+            text = mutate(text, rng, alphabet)
+        ours = ours_run(compiled, text)
+        assert ours == ref.run(text), text
+        n_acc += ours == (None, True)
+    assert n_acc > 5
+
+
+@pytest.mark.slow
+def test_c_sample_against_global_lexer_reference(tok_spm):
+    compiled, ref = c_case(tok_spm)
+    text = mask_text("c.y")
+    rng = random.Random("c-sample-mut")
+    assert ref.run(text) == (None, True)
+    lines = text.split("\n")
+    for _ in range(40):
+        a = rng.randrange(len(lines) - 30)
+        chunk = "\n".join(lines[: a + 30])
+        chunk = mutate(chunk, rng, "int ();{}=+*/-'\"x1.e\n#")
+        assert ours_run(compiled, chunk) == ref.run(chunk)
+
+
+# =============================================================================================
+# 5. rollback / fork
+# =============================================================================================
+
+ROLLBACK_CASES = ["json.lark", "json.gbnf", "c.gbnf", "c.y"]
+
+
+@pytest.mark.parametrize("name", ROLLBACK_CASES)
+def test_rollback_then_replay_gives_identical_masks(name, tok_spm):
+    tok = tok_spm
+    kind, path, _ = MASK_TEXTS[name]
+    compiled = lg.compile(load_grammar(kind, path), tok)
+    text = mask_text(name)[:600]
+    rng = random.Random(f"rollback-{name}")
+    ids = random_split_ids(tok, text.encode(), rng)
+    m = lg.Matcher(compiled, max_rollback=-1)
+    masks = [current_mask(m, tok.vocab_size)]
+    accepting = [m.is_accepting()]
+    forced = [m.find_jump_forward_bytes()]
+    pos = 0
+    n_rollbacks = 0
+    while pos < len(ids):
+        assert m.accept_token(ids[pos]), (pos, tok.token_bytes(ids[pos]))
+        pos += 1
+        if len(masks) <= pos:
+            masks.append(current_mask(m, tok.vocab_size))
+            accepting.append(m.is_accepting())
+            forced.append(m.find_jump_forward_bytes())
+        else:  # replayed: identical to the first time through
+            assert np.array_equal(current_mask(m, tok.vocab_size), masks[pos]), pos
+            assert m.is_accepting() == accepting[pos]
+        if rng.random() < 0.25 and pos > 1:
+            k = rng.randint(1, min(pos, 6))
+            m.rollback(k)
+            pos -= k
+            n_rollbacks += 1
+            assert np.array_equal(current_mask(m, tok.vocab_size), masks[pos]), (pos, k)
+            assert m.is_accepting() == accepting[pos]
+            assert m.find_jump_forward_bytes() == forced[pos]
+            # a refused token changes nothing
+            bad = next(t for t in range(3, tok.n_tokens) if not masks[pos][t])
+            assert not m.accept_token(bad)
+            assert np.array_equal(current_mask(m, tok.vocab_size), masks[pos])
+    assert n_rollbacks > 3
+    # a fresh matcher fed the same ids gives the same masks (nothing cached per matcher)
+    fresh = lg.Matcher(compiled)
+    for i in rng.sample(range(len(ids)), 5):
+        fresh.reset()
+        for t in ids[:i]:
+            assert fresh.accept_token(t)
+        assert np.array_equal(current_mask(fresh, tok.vocab_size), masks[i])
+    # rollback over EOS
+    if m.is_accepting():
+        eos = tok.eos_token_ids[0]
+        assert m.accept_token(eos) and m.is_terminated()
+        m.rollback(1)
+        assert not m.is_terminated()
+        assert np.array_equal(current_mask(m, tok.vocab_size), masks[len(ids)])
+
+
+@pytest.mark.parametrize("name", ["json.lark", "json.gbnf", "c.y"])
+def test_fork_then_diverge(name, tok_tekken):
+    tok = tok_tekken
+    kind, path, _ = MASK_TEXTS[name]
+    compiled = lg.compile(load_grammar(kind, path), tok)
+    text = mask_text(name)[:400]
+    leading, ids = encoder(tok).encode(text, tok)
+    assert not leading
+    rng = random.Random(f"fork-{name}")
+    m = lg.Matcher(compiled, max_rollback=-1)
+    half = len(ids) // 2
+    for t in ids[:half]:
+        assert m.accept_token(t)
+    before = current_mask(m, tok.vocab_size)
+    before_acc = m.is_accepting()
+    twin = m.fork()
+    # the twin wanders off along random allowed tokens
+    for _ in range(15):
+        allowed = twin.allowed_token_ids()
+        allowed = [t for t in allowed if t not in tok.eos_token_ids]
+        if not allowed:
+            break
+        assert twin.accept_token(rng.choice(allowed))
+    assert np.array_equal(current_mask(m, tok.vocab_size), before)
+    assert m.is_accepting() == before_acc
+    # the original continues on its own path; then the twin rolls back to the fork point
+    for t in ids[half:]:
+        assert m.accept_token(t)
+    twin.rollback(twin.num_rollback_steps - half)
+    assert np.array_equal(current_mask(twin, tok.vocab_size), before)
+    for t in ids[half:]:
+        assert twin.accept_token(t)
+    assert np.array_equal(current_mask(twin, tok.vocab_size), current_mask(m, tok.vocab_size))
+
+
+# =============================================================================================
+# 6. jump-forward bytes
+# =============================================================================================
+
+WHILE_LARK = 'start: "while" "(" NAME ")" ";"\nNAME: /[a-z]+/'
+
+
+@pytest.mark.parametrize("kind,src,prefix,forced", [
+    ("yacc", None, "\nvoid f() { do x; whil", b"e"),
+    ("yacc", None, "\nvoid f() { do x; while", b""),
+    ("yacc", None, "\nvoid f() { do x; ", b""),
+    ("yacc", None, "\nvoid f() { do x; w", b"hile"),
+    ("lark", WHILE_LARK, "whil", b"e("),
+    ("lark", WHILE_LARK, "", b"while("),
+    ("lark", WHILE_LARK + '\n%ignore " "', "whil", b"e"),
+    ("lark", WHILE_LARK + '\n%ignore " "', "while (ab", b""),
+    ("lark", WHILE_LARK + '\n%ignore " "', "while (ab) ", b""),
+    ("lark", WHILE_LARK, "while(ab", b""),
+    ("lark", WHILE_LARK, "while(ab)", b";"),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":1,"b":tr', b"ue"),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":1,"b":f', b"alse"),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":n', b"ull"),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":1,', b""),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":"\\u', b""),
+    ("gbnf", LLAMA / "json.gbnf", "", b"{"),
+    ("gbnf", LLAMA / "json.gbnf", '{"a":1}', b""),
+    ("lark", SYNCODE / "json.lark", '{"a": tr', b"ue"),
+])
+def test_jump_forward(kind, src, prefix, forced, tok_spm):
+    if kind == "yacc":
+        compiled = c_case(tok_spm)[0]
+    elif isinstance(src, Path):
+        compiled = lg.compile(load_grammar(kind, src), tok_spm)
+    else:
+        compiled = lg.compile(lg.Grammar.from_lark(src), tok_spm)
+    m = lg.Matcher(compiled)
+    assert m.accept_string(prefix)
+    got = m.find_jump_forward_bytes()
+    assert got == forced
+    # oracle: the forced bytes are exactly the unique-next-byte chain
+    chain = b""
+    probe = m.fork()
+    while not probe.is_accepting():
+        nxt = first_byte_ok(probe)
+        if len(nxt) != 1:
+            break
+        b = bytes([nxt.pop()])
+        assert probe.accept_bytes(b)
+        chain += b
+    assert chain == forced
+    assert m.accept_bytes(forced) or not forced
+    check_forced(lg.Matcher(compiled), tok_spm)
