@@ -66,6 +66,7 @@ def test_json_gbnf_merges_into_lexemes() -> None:
     ('root ::= "a" | "ab" "c"\n', "abc"),
     ('root ::= x "\\n"\nx ::= [a-z]+ ws\nws ::= [ \\n]*\n', "a \n"),
     ('root ::= "int" ws | id ws "=" \nid ::= [a-z]+\nws ::= " "+\n', "int= "),
+    ('root ::= s ";" | s ";" root\ns ::= "int" [a-z]+ | [a-z] [a-z0-9]* "="\n', "int=;x"),
 ])
 def test_gbnf_language_is_exact_where_greedy_lexing_would_differ(src, alphabet, byte_tok) -> None:
     """Every string up to length 5 over the alphabet: accepted iff the rules derive it."""
@@ -77,6 +78,7 @@ def test_gbnf_language_is_exact_where_greedy_lexing_would_differ(src, alphabet, 
         '"a" | "ab" "c"': r"a|abc",
         'x "\\n"': r"[a-z]+[ \n]*\n",
         '"int" ws': r"int +|[a-z]+ +=",
+        's ";" root': r"((int[a-z]+|[a-z][a-z0-9]*=);)+",
     }
     pattern = next(v for k, v in oracle.items() if k in src)
     for n in range(1, 6):
@@ -125,3 +127,56 @@ def open_data(rel: str) -> str:
     if not path.exists():
         pytest.skip(f"{rel} not available")
     return path.read_text(encoding="utf-8")
+
+
+def _char_level(grammar: lg.Grammar, tok: lg.Tokenizer) -> lg.CompiledGrammar:
+    """The grammar parsed character by character, no lexemes merged: exact by construction."""
+    from logitgate.compiler import CompiledCFG
+
+    return CompiledCFG(grammar, tok, lower(grammar.ir, warn=False))
+
+
+def _prefix_verdicts(compiled: lg.CompiledGrammar, text: str) -> tuple[int, bool]:
+    """(bytes accepted before the first refusal, accepting at the end)."""
+    m = lg.Matcher(compiled)
+    data = text.encode()
+    for k in range(len(data)):
+        if not m.accept_bytes(data[k:k + 1]):
+            return k, False
+    return len(data), m.is_accepting()
+
+
+C_PROGRAM = (  # c.gbnf wants whitespace exactly where it writes ws
+    "int sumSquares(int n){// sum of squares\n"
+    "int total = 0;int i = 1;while(i<=n){if(i-( i/7 )*7==0){i = i+1;}else{total = total+i*i;"
+    "i = i+1;}}for(int k = 0; k<3; k = k+1){total = total-k;}/* done */log (total, n);return total;}"
+)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("c.gbnf", C_PROGRAM),
+    ("arithmetic.gbnf", "a+b*2=c\n(x-1)/z=y\n"),
+    ("json.gbnf", '{"a": [1, -2.5e3, true, null], "b": {"c": "d\\u00e9"}, "e": []}'),
+])
+def test_merged_lexemes_match_character_level_parsing(name, text, byte_tok) -> None:
+    """Merging lexemes never changes the language: on the text and 300 random mutations of it,
+    the merged grammar refuses at exactly the byte where character-level parsing does."""
+    import random
+
+    g = lg.Grammar.from_gbnf(open_data(f"llama-cpp-grammars/{name}"))
+    merged, chars = lg.compile(g, byte_tok), _char_level(g, byte_tok)
+    assert _prefix_verdicts(merged, text) == (len(text.encode()), True)
+    rng = random.Random(name)
+    alphabet = sorted(set(text)) + [" ", "\n", "9", "_"]
+    for _ in range(300):
+        s = list(text)
+        for _ in range(rng.randint(1, 3)):
+            op, k = rng.randrange(3), rng.randrange(len(s))
+            if op == 0:
+                del s[k]
+            elif op == 1:
+                s.insert(k, rng.choice(alphabet))
+            else:
+                s[k] = rng.choice(alphabet)
+        mutated = "".join(s)
+        assert _prefix_verdicts(merged, mutated) == _prefix_verdicts(chars, mutated), mutated

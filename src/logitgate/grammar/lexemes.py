@@ -100,45 +100,87 @@ def _nullable(e: Expr, ir: GrammarIR, seen: frozenset[str] = frozenset()) -> boo
     raise TypeError(e)
 
 
-def _build(ir: GrammarIR, as_rules: set[str], split: set[str]) -> tuple[GrammarIR, dict[str, tuple[str, str]]]:
-    """The IR with every regular rule referenced from a kept rule turned into a lexeme, and every
-    literal in a kept rule a lexeme (unless listed in ``split``); and where each lexeme came from
-    (terminal name -> ("rule", rule name) or ("lit", text))."""
+def _trivial(e: Expr) -> bool:
+    """A single-character terminal already: nothing to gain by making it a lexeme."""
+    return isinstance(e, Rx) or (isinstance(e, Lit) and len(e.text) <= 1)
+
+
+def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple]) -> tuple[GrammarIR, dict[str, tuple]]:
+    """The IR with candidate lexemes made terminals, and where each lexeme came from.
+
+    Candidates, largest first: a regular rule referenced from a kept rule (key ``("rule", name)``),
+    a maximal run of regular items in a sequence of a kept rule (``("run", rule, path, i, j)``),
+    a regular sub-expression (``("expr", rule, path)``), a literal (``("lit", text)``). A demoted
+    candidate is opened up: its parts become candidates in turn; a demoted rule is kept as a rule
+    (``as_rules``); a demoted literal is split into characters."""
     terminals: dict[str, TerminalDef] = dict(ir.terminals)
-    origin: dict[str, tuple[str, str]] = {}
+    origin: dict[str, tuple] = {}
     regular = _regular_rules(ir)
 
-    def lexeme_ref(name: str, node: Node, nullable: bool, source: tuple[str, str]) -> Expr:
-        if name not in terminals:
-            terminals[name] = TerminalDef(name, node)
-            origin[name] = source
-        ref: Expr = Ref(name)
-        return Alt((ref, Empty())) if nullable else ref
+    def is_regular(e: Expr) -> bool:
+        if isinstance(e, Ref):
+            return e.name in regular or e.name in ir.terminals
+        if isinstance(e, (Seq, Alt)):
+            return all(is_regular(i) for i in e.items)
+        if isinstance(e, Rep):
+            return is_regular(e.item)
+        return True
 
-    def rewrite(e: Expr) -> Expr:
+    def lexeme(key: tuple, name: str, e: Expr) -> Expr:
+        if name not in terminals:
+            terminals[name] = TerminalDef(name, _to_regex(e, ir))
+            origin[name] = key
+        ref: Expr = Ref(name)
+        return Alt((ref, Empty())) if _nullable(e, ir) else ref
+
+    def rewrite(e: Expr, rule: str, path: tuple) -> Expr:
         if isinstance(e, Ref):
             if e.name in regular and e.name not in as_rules:
-                return lexeme_ref("<" + e.name + ">", _to_regex(ir.rules[e.name].body, ir),
-                                  _nullable(ir.rules[e.name].body, ir), ("rule", e.name))
+                return lexeme(("rule", e.name), "<" + e.name + ">", ir.rules[e.name].body)
             return e
         if isinstance(e, Lit):
-            if len(e.text) > 1 and e.text not in split:
-                return lexeme_ref(repr(e.text), literal_node(e.text, e.ignore_case), False, ("lit", e.text))
+            key = ("lit", e.text)
+            if len(e.text) > 1 and key not in demoted:
+                return lexeme(key, repr(e.text), e)
             return e
+        if _trivial(e) or isinstance(e, Empty):
+            return e
+        key = ("expr", rule, path)
+        if is_regular(e) and key not in demoted:
+            return lexeme(key, f"<{rule}@{'.'.join(map(str, path))}>", e)
         if isinstance(e, Seq):
-            return Seq(tuple(rewrite(i) for i in e.items))
+            out: list[Expr] = []
+            items = e.items
+            k = 0
+            while k < len(items):
+                if is_regular(items[k]) and not _trivial(items[k]) or (
+                        is_regular(items[k]) and k + 1 < len(items) and is_regular(items[k + 1])):
+                    m = k
+                    while m < len(items) and is_regular(items[m]):
+                        m += 1
+                    run_key = ("run", rule, path, k, m)
+                    if m - k > 1 and run_key not in demoted:
+                        out.append(lexeme(run_key, f"<{rule}@{'.'.join(map(str, path))}[{k}:{m}]>", Seq(items[k:m])))
+                    else:
+                        out.extend(rewrite(items[q], rule, path + (q,)) for q in range(k, m))
+                    k = m
+                else:
+                    out.append(rewrite(items[k], rule, path + (k,)))
+                    k += 1
+            return Seq(tuple(out))
         if isinstance(e, Alt):
-            return Alt(tuple(rewrite(i) for i in e.items))
+            return Alt(tuple(rewrite(item, rule, path + (q,)) for q, item in enumerate(e.items)))
         if isinstance(e, Rep):
-            return Rep(rewrite(e.item), e.min, e.max)
+            return Rep(rewrite(e.item, rule, path + ("r",)), e.min, e.max)
         return e
 
-    keep = {n for n in ir.rules if n not in regular or n in as_rules}
-    if ir.start in regular and ir.start not in as_rules:
-        # the whole language is regular: one lexeme
-        rules = {"$root": replace(ir.rules[ir.start], name="$root", body=rewrite(Ref(ir.start)))}
+    keep = [n for n in ir.rules if n not in regular or n in as_rules]
+    if ir.start not in keep:
+        # the whole language is regular: one lexeme (or, once demoted, the start rule is kept)
+        body = lexeme(("rule", ir.start), "<" + ir.start + ">", ir.rules[ir.start].body)
+        rules = {"$root": replace(ir.rules[ir.start], name="$root", body=body)}
         return replace(ir, rules=rules, terminals=terminals, start="$root"), origin
-    rules = {n: replace(ir.rules[n], body=rewrite(ir.rules[n].body)) for n in keep}
+    rules = {n: replace(ir.rules[n], body=rewrite(ir.rules[n].body, n, ())) for n in keep}
     return replace(ir, rules=rules, terminals=terminals), origin
 
 
@@ -188,16 +230,18 @@ def _first_follow(cfg: CFG) -> list[set[int]]:
                         follow_nt[a] |= trailer
                         changed = True
                     trailer = (trailer | first[a]) if nullable[a] else set(first[a])
-    return follow_t
+    return follow_t, first[0]
 
 
 def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
     """Terminals involved where greedy lexing could differ from character-level parsing: a
-    terminal ``X`` whose complete lexeme can be extended by a byte that can also start what follows
-    ``X``, and every terminal that such an extension leads into (see the module docstring)."""
+    terminal ``X`` whose complete lexeme can be extended by a byte into a lexeme of a terminal
+    ``Y`` that can start where ``X`` starts, while that byte can also start what follows ``X``.
+    Both ``X`` and every such ``Y`` are returned (see the module docstring). ``Y`` can start
+    where ``X`` does when ``Y`` is ``X``, or both can follow one same terminal, or both can
+    start the text (FOLLOW sets over-approximate what an Earley row can expect together)."""
     t = cfg.n_terminals
     trans = lexer.trans
-    n_words = lexer.acc_bits.shape[1]
 
     def unpack(bits: np.ndarray) -> np.ndarray:
         out = np.zeros((bits.shape[0], t), dtype=bool)
@@ -210,8 +254,8 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
     todo = [lexer.start]
     seen[lexer.start] = True
     while todo:
-        s = todo.pop()
-        for nx in np.unique(trans[s][trans[s] >= 0]):
+        st = todo.pop()
+        for nx in np.unique(trans[st][trans[st] >= 0]):
             if not seen[nx]:
                 seen[nx] = True
                 todo.append(int(nx))
@@ -222,7 +266,26 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
     for b in range(256):
         if row[b] >= 0:
             first[:, b] = reach[row[b]]
-    follow = _first_follow(cfg)
+    follow, start_first = _first_follow(cfg)
+    co = np.eye(t, dtype=bool)
+    groups = [sorted(f) for f in follow] + [sorted(start_first)]
+    for grp in groups:
+        idx = np.asarray(grp, dtype=np.int64)
+        if idx.size:
+            co[np.ix_(idx, idx)] = True
+    # terminals that can match the same text at the same position are scanned together, so what
+    # follows either can be expected together too: close co under that (fixpoint)
+    overlap = (acc.T.astype(np.int64) @ acc.astype(np.int64)) > 0
+    fol = [np.asarray(sorted(f), dtype=np.int64) for f in follow]
+    changed = True
+    while changed:
+        changed = False
+        for z1, z2 in zip(*np.nonzero(co & overlap & ~np.eye(t, dtype=bool))):
+            a, b = fol[z1], fol[z2]
+            if a.size and b.size and not co[np.ix_(a, b)].all():
+                co[np.ix_(a, b)] = True
+                co[np.ix_(b, a)] = True
+                changed = True
     bad: set[int] = set()
     for k in range(t):
         states = np.flatnonzero(acc[:, k])
@@ -231,10 +294,12 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
         nxt = np.zeros(256, dtype=bool)
         for f in follow[k]:
             nxt |= first[f]
-        for s in states:
-            for c in np.flatnonzero((trans[s] >= 0) & nxt):
-                bad.add(k)
-                bad.update(int(y) for y in np.flatnonzero(reach[trans[s, c]]))
+        for st in states:
+            for c in np.flatnonzero((trans[st] >= 0) & nxt):
+                ys = np.flatnonzero(reach[trans[st, c]] & co[k])
+                if ys.size:
+                    bad.add(k)
+                    bad.update(int(y) for y in ys)
     return bad
 
 
@@ -242,22 +307,17 @@ def merge_lexemes(ir: GrammarIR) -> tuple[GrammarIR, CFG]:
     """For a ``chars`` grammar: the IR with as many regular parts merged into lexemes as is safe,
     and its lowered CFG."""
     as_rules: set[str] = set()
-    split: set[str] = set()
+    demoted: set[tuple] = set()
     for _ in range(MAX_ROUNDS):
-        cand, origin = _build(ir, as_rules, split)
+        cand, origin = _build(ir, as_rules, demoted)
         cfg = lower(cand, warn=False)
         lexer = build_lexer(cfg)
         bad = greedy_conflicts(cfg, lexer)
-        demote_rules: set[str] = set()
-        demote_lits: set[str] = set()
-        for k in bad:
-            kind, what = origin.get(cfg.terminals[k].name, ("", ""))
-            if kind == "rule":
-                demote_rules.add(what)
-            elif kind == "lit":
-                demote_lits.add(what)
-        if not demote_rules and not demote_lits:
+        keys = {origin[cfg.terminals[k].name] for k in bad if cfg.terminals[k].name in origin}
+        if not keys:
             return cand, lower(cand)
-        as_rules |= demote_rules
-        split |= demote_lits
+        for key in keys:
+            if key[0] == "rule":
+                as_rules.add(key[1])
+            demoted.add(key)
     return ir, lower(ir)
