@@ -364,16 +364,15 @@ class ParseState:
             ch.grow(r)
 
     def allowed_bytes(self) -> list[int]:
-        """Every byte that may come next (0-255), by probing each one."""
-        out = []
-        one = np.zeros(1, np.uint8)
-        for b in range(256):
-            one[0] = b
-            snap = self.snapshot()
-            if self.advance(one, 0, 1):
-                out.append(b)
-            self.restore(snap)
-        return out
+        """Every byte that may come next (0-255)."""
+        eng = self.engine
+        ch = self.chart
+        out = np.zeros(256, np.uint8)
+        while True:
+            r = int(ek.next_bytes(eng.L, eng.G, ch.args(), eng._no_memo, self.lex, out))
+            if r == ek.OK:
+                return np.flatnonzero(out).tolist()
+            ch.grow(r)
 
     def forced_bytes(self) -> bytes:
         """The bytes every valid continuation starts with (empty when there is a choice, stopping

@@ -846,3 +846,21 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
             break
     meta[0] = base
     return status
+
+
+@njit(cache=True, nogil=True)
+def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
+    """Set ``out[b] = 1`` for every byte ``b`` that may come next (lexer at ``s``). The chart is
+    left as it was. Returns OK or a FULL_* code."""
+    meta = C[8]
+    scan = np.zeros(C[3].shape[1], np.uint64)
+    rows = meta[0]
+    for b in range(256):
+        meta[0] = rows
+        t = lex_byte(L, G, C, M, s, b, scan, False)
+        if t <= _LEX_FULL:
+            meta[0] = rows
+            return t - _LEX_FULL
+        out[b] = 1 if t >= 0 else 0
+    meta[0] = rows
+    return OK
