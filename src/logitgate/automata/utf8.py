@@ -206,9 +206,47 @@ class Utf8Automaton:
         return len(self.nodes)
 
 
+_DISK_MIN_PIECES = 64  # smaller automata build faster than a file read
+
+
 @lru_cache(maxsize=512)
 def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Automaton:
-    """The minimal labelled UTF-8 automaton of disjoint code point sets (cached by ``groups``).
+    """The minimal labelled UTF-8 automaton of disjoint code point sets (cached by ``groups`` in
+    memory, and on disk for big ones such as Unicode ``\\w``, which take milliseconds to build).
+    """
+    if sum(len(g) for g in groups) < _DISK_MIN_PIECES:
+        return _build_utf8_automaton(groups)
+    import hashlib
+    import os
+    import pickle
+    import tempfile
+
+    from .._cachedir import cache_dir
+
+    key = hashlib.sha256(repr(groups).encode()).hexdigest()[:40]
+    try:
+        path = os.path.join(cache_dir("utf8"), f"{key}-v1.pickle")
+        with open(path, "rb") as f:
+            stored_groups, automaton = pickle.load(f)
+        if stored_groups == groups and isinstance(automaton, Utf8Automaton):
+            for a in (automaton.depth, automaton.rows, automaton.label_mask):
+                a.flags.writeable = False
+            return automaton
+    except (OSError, pickle.PickleError, EOFError, ValueError, AttributeError, TypeError):
+        pass
+    automaton = _build_utf8_automaton(groups)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump((groups, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return automaton
+
+
+def _build_utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Automaton:
+    """The minimal labelled UTF-8 automaton of disjoint code point sets.
 
     ``groups[i]`` are normalized ranges (see :func:`normalize_ranges`), pairwise disjoint; a
     character in ``groups[i]`` ends with a move to child ``-1 - i``. Nodes are hash-consed on
