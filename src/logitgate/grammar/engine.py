@@ -158,6 +158,9 @@ class CFGEngine:
         self._partial: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
         self._partial_bytes = 0
         self._all_bytes = np.ones(256, np.uint8)
+        # lexer states inside a lexeme that cannot be an ignored one (see _partial_mask)
+        self._reduce = [s != lx.start and not (lx.reach_bits[s] & lx.ignore_bits).any() for s in range(lx.n_states)]
+        self._eos_scan = np.zeros(self.tables.n_words, np.uint64)
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -199,8 +202,9 @@ class CFGEngine:
         trie = self.trie
         inside, groups, first_bytes, _ = self._partial_mask(st.lex, ch.row_exp[last])
         out = inside.copy()
-        self._boundary(out, groups, ch)
-        if first_bytes.any():
+        if groups[1].shape[0]:
+            self._boundary(out, groups, ch)
+        if first_bytes is not None:
             self._after_first_byte(st, first_bytes, out)
         self.n_walks += 1
         # tokens with the same bytes as an earlier id
@@ -254,7 +258,8 @@ class CFGEngine:
             inside, groups, _, _ = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)
             out |= inside
             # from the start state no boundary is at the first byte (lexemes are never empty)
-            self._boundary(out, groups, ch)
+            if groups[1].shape[0]:
+                self._boundary(out, groups, ch)
         finally:
             ch.meta[0] = rows
 
@@ -264,10 +269,8 @@ class CFGEngine:
         # reachable from the lexer state (it stops at the lexeme's end), so the rest of the
         # expected set does not matter: more states share one entry (e.g. a JSON string as a key
         # and as a value).
-        lx = self.lexer
-        reach = lx.reach_bits[lex]
-        if lex != lx.start and not (reach & lx.ignore_bits).any():
-            exp = exp & reach
+        if self._reduce[lex]:
+            exp = exp & self.lexer.reach_bits[lex]
         key = (lex, exp.tobytes(), None if first is None else first.tobytes())
         hit = self._partial.get(key)
         if hit is not None:
@@ -290,7 +293,7 @@ class CFGEngine:
         order = np.argsort(deep_state, kind="stable")
         groups = ek.merge_groups(trie.nodes, trie.subtree_end, np.ascontiguousarray(deep_node[order]),
                                  np.ascontiguousarray(deep_state[order]), MERGE_LIMIT)
-        hit = (inside, groups, first_bytes, bnd_node)
+        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node)
         with self._lock:
             self._partial[key] = hit
             self._partial_bytes += _entry_bytes(hit)
@@ -312,7 +315,7 @@ class CFGEngine:
 
 def _entry_bytes(entry: tuple) -> int:
     inside, groups, first_bytes, bnd_node = entry
-    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + first_bytes.nbytes
+    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + 256
 
 
 class ParseState:
@@ -352,7 +355,6 @@ class ParseState:
 
     def eos_allowed(self) -> bool:
         eng = self.engine
-        lx = eng.lexer
         ch = self.chart
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
