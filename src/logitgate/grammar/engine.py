@@ -152,7 +152,7 @@ class CFGEngine:
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
         self.G = self.tables.args()
         self._node_depth = trie.node_depth
-        self._no_memo = ek.new_memo(self.tables.n_words, 0)
+        self._no_memo = ek.new_memo(self.tables.n_words, 0, 1)
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
         self._partial: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
@@ -231,7 +231,7 @@ class CFGEngine:
         rows = ch.n_rows
         memo = getattr(self._tls, "memo", None)
         if memo is None:
-            memo = self._tls.memo = ek.new_memo(self.tables.n_words, trie.max_depth)
+            memo = self._tls.memo = ek.new_memo(self.tables.n_words, trie.max_depth, self.lexer.n_states)
         while True:
             r = int(ek.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
                                   memo, out))

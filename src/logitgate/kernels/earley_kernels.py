@@ -220,8 +220,8 @@ def _lazy_stop(acc_bits, lazy_bits, s, exp, ign):  # pragma: no cover - compiled
     return False
 
 
-def new_memo(n_words: int, max_depth: int):
-    """Scratch for :func:`push_memo` (one per mask computation)."""
+def new_memo(n_words: int, max_depth: int, n_states: int = 1):
+    """Scratch for :func:`push_memo` and the walks (one per thread, reused by every walk)."""
     return (
         np.full(MEMO_SLOTS, -(2**62), np.int64),  # parent version per slot (empty: very negative)
         np.zeros((MEMO_SLOTS, n_words), np.uint64),  # scanned terminals per slot
@@ -235,6 +235,11 @@ def new_memo(n_words: int, max_depth: int):
         np.zeros(MEMO_ITEMS, np.int32),
         np.zeros(8, np.int64),  # entries used, items used, next version id, base row, stats: slow steps, fast steps
         np.zeros(max_depth + 3, np.int64),  # version of rows base-1 .. base+max_depth+1
+        np.zeros((max_depth + 2, n_states), np.uint8),  # group_walk: viability per depth and lexer state
+        np.zeros(max_depth + 2, np.int32),  # group_walk: lexer state per depth
+        np.zeros(max_depth + 2, np.int64),  # group_walk: rows per depth
+        np.zeros(max_depth + 2, np.int32),  # group_walk: which depth's okt row applies
+        np.zeros(n_words, np.uint64),  # scanned terminals
     )
 
 
@@ -243,7 +248,7 @@ def push_memo(G, C, M, scan):  # pragma: no cover - compiled
     """``push_row`` for the terminals ``scan``, answered from the walk's memo when the same
     terminals were already scanned on the same parent row."""
     it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta = C
-    m_par, m_scan, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M
+    m_par, m_scan, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M[:12]
     k = meta[0]
     base = m_meta[3]
     rel = k - base  # rver index of the parent is rel (rver[0] is row base-1)
@@ -406,7 +411,7 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
     set ``exp``: OR into ``out`` every token whose bytes stay inside lexemes the parser does not
     see (the current one, and ignored ones after it). Where a token would end a lexeme the parser
     must scan, record the trie node and the lexer state before it in ``bnd_node``/``bnd_state``
-    (its subtree is left for :func:`boundary_walk`). Only tokens whose first byte ``b`` has
+    (its subtree is left for :func:`group_walk`). Only tokens whose first byte ``b`` has
     ``first_ok[b]`` are considered. Returns the number of such boundaries."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     n = nodes.shape[0]
@@ -466,108 +471,6 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
                 continue
         i = subtree_end[i]
     return nb
-
-
-@njit(cache=True, nogil=True)
-def boundary_walk(nodes, subtree_end, max_depth, bnd_node, bnd_state, nb, L, G, C, M, out):  # pragma: no cover
-    """Finish a mask after :func:`lexer_walk`: for each recorded boundary (grouped by lexer state,
-    so the parser scans each ended lexeme once) push the parser row and walk the node's subtree
-    with lexer and parser together. The chart is restored. Returns OK or a FULL_* code.
-
-    Inside a lexeme only the lexer moves, so each node costs a table lookup: which lexer states
-    are viable for the row at hand is cached per depth (``okt``, 0 = not computed yet) and
-    recomputed lazily after the row changes."""
-    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
-    row_exp = C[3]
-    meta = C[8]
-    m_meta, rver = M[10], M[11]
-    n_states = trans.shape[0]
-    lex = np.empty(max_depth + 1, np.int32)
-    rows = np.empty(max_depth + 1, np.int64)
-    okd = np.empty(max_depth + 1, np.int32)  # the depth whose okt row serves depth d
-    okt = np.zeros((max_depth + 1, n_states), np.uint8)
-    scan = np.zeros(row_exp.shape[1], np.uint64)
-    base = meta[0]
-    m_par = M[0]
-    m_par[:] = -(2**62)  # the memo is reused between walks: empty it
-    m_meta[:] = 0
-    m_meta[3] = base
-    rver[0] = -1
-    status = OK
-    k = 0
-    while k < nb:
-        s_par = bnd_state[k]
-        meta[0] = base
-        r = end_lexeme(L, s_par, row_exp[base - 1], scan)
-        st = REJECT
-        if r == 1:
-            st = push_memo(G, C, M, scan)
-        if st < 0:
-            status = st
-            break
-        rows1 = meta[0]
-        while k < nb and bnd_state[k] == s_par:
-            if st == OK:
-                i0 = bnd_node[k]
-                d0 = (nodes[i0] >> 8) & 0xFFFF
-                lex[d0 - 1] = lex_start
-                rows[d0 - 1] = rows1
-                okd[d0 - 1] = d0 - 1
-                okt[d0 - 1, :] = 0
-                end = subtree_end[i0]
-                i = i0
-                while i < end:
-                    rr = nodes[i]
-                    d = (rr >> 8) & 0xFFFF
-                    sp = lex[d - 1]
-                    b = rr & 0xFF
-                    t = trans[sp, b]
-                    od = okd[d - 1]
-                    if t >= 0 and not (has_lazy and sp != lex_start):
-                        v = okt[od, t]
-                        if v == 0:
-                            v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
-                            okt[od, t] = v
-                        if v == 1:
-                            m_meta[5] += 1
-                            lex[d] = t
-                            rows[d] = rows[d - 1]
-                            okd[d] = od
-                            tok = (rr >> 24) - 1
-                            if tok >= 0:
-                                out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
-                            i += 1
-                            continue
-                        if mode == 1:
-                            i = subtree_end[i]
-                            continue
-                    meta[0] = rows[d - 1]
-                    m_meta[4] += 1
-                    s = lex_byte(L, G, C, M, sp, b, scan, True)
-                    if s < 0:
-                        if s <= _LEX_FULL:
-                            status = s - _LEX_FULL
-                            break
-                        i = subtree_end[i]
-                        continue
-                    lex[d] = s
-                    rows[d] = meta[0]
-                    if rows[d] != rows[d - 1]:
-                        okd[d] = d
-                        okt[d, :] = 0
-                    else:
-                        okd[d] = od
-                    tok = (rr >> 24) - 1
-                    if tok >= 0:
-                        out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
-                    i += 1
-                if status != OK:
-                    break
-            k += 1
-        if status != OK:
-            break
-    meta[0] = base
-    return status
 
 
 @njit(cache=True, nogil=True)
@@ -750,12 +653,7 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
     row_exp = C[3]
     meta = C[8]
     m_par, m_meta, rver = M[0], M[10], M[11]
-    n_states = trans.shape[0]
-    lex = np.empty(max_depth + 2, np.int32)
-    rows = np.empty(max_depth + 2, np.int64)
-    okd = np.empty(max_depth + 2, np.int32)
-    okt = np.zeros((max_depth + 2, n_states), np.uint8)
-    scan = np.zeros(row_exp.shape[1], np.uint64)
+    okt, lex, rows, okd, scan = M[12], M[13], M[14], M[15], M[16]
     base = meta[0]
     m_par[:] = -(2**62)  # the memo is reused between walks: empty it
     m_meta[:] = 0
