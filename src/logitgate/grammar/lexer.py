@@ -5,8 +5,9 @@ terminals still reachable from ``s`` (the seed's "reachable tokens per DFA state
 error detection: a byte is allowed only if what it can still become is something the parser
 expects). ``rank`` breaks ties between matches of the same length: higher priority first, then
 literals before regexes ("keywords are preferred"). Lexemes are never empty: when a terminal's
-regex matches the empty string, only its non-empty matches count (the start state is split off so
-that it never accepts).
+regex matches the empty string, only its non-empty matches count. The start state is a fresh
+copy of the DFA's start that no byte leads back to and that accepts nothing, so being in it means
+exactly "no byte of a lexeme read yet".
 """
 from __future__ import annotations
 
@@ -81,17 +82,18 @@ def build_lexer(cfg: CFG) -> LexerTables:
                   if acc[start, k] and not (reach[trans[start][trans[start] >= 0]][:, k].any())]
     if only_empty:
         raise GrammarError(f"terminals that match only the empty string: {', '.join(only_empty)}")
-    if acc[start].any():
-        # split the start state: a copy with the same moves that accepts nothing (no empty lexeme)
-        n = trans.shape[0]
-        trans = np.vstack([trans, trans[start:start + 1]])
-        acc = np.vstack([acc, np.zeros((1, n_t), dtype=bool)])
-        new_reach = np.zeros((1, n_t), dtype=bool)
-        live = trans[start][trans[start] >= 0]
-        if live.size:
-            new_reach[0] = reach[live].any(axis=0)
-        reach = np.vstack([reach, new_reach])
-        start = n
+    # A fresh start state that nothing leads back to: "at the start state" must mean "no byte of
+    # a lexeme read yet", but the minimal DFA's start can be re-entered (`/ *[a-z]+/` loops on
+    # spaces) and can accept (a regex matching the empty string; lexemes are never empty).
+    n = trans.shape[0]
+    trans = np.vstack([trans, trans[start:start + 1]])
+    acc = np.vstack([acc, np.zeros((1, n_t), dtype=bool)])
+    new_reach = np.zeros((1, n_t), dtype=bool)
+    live = trans[start][trans[start] >= 0]
+    if live.size:
+        new_reach[0] = reach[live].any(axis=0)
+    reach = np.vstack([reach, new_reach])
+    start = n
     rank = np.full(n_words * 64, -(2**40), dtype=np.int64)
     if cfg.lex_mode != "chars":  # chars mode: every match counts, no preferences
         for k, t in enumerate(terms):
