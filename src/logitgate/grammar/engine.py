@@ -28,9 +28,12 @@ MAX_FORCED_BYTES = 1024
 """Longest jump-forward string ``forced_bytes`` returns in one call."""
 
 MERGE_LIMIT = 8192
-"""Boundary groups whose subtrees hold more trie nodes than this are walked in the token trie
-itself instead of being merged (merging costs far more per node than walking; it pays off on
-small, repetitive groups such as the tokens that close a JSON string)."""
+"""Boundary groups whose subtrees hold more trie nodes than this (or beyond four times this in
+all) are walked in the token trie itself instead of being merged: merging costs far more per node
+than walking and pays off on small, repetitive groups (the tokens that close a JSON string). Groups left unmerged are merged
+when the entry is used for the ``MERGE_AFTER_USES``-th time, which amortises the cost."""
+
+MERGE_AFTER_USES = 3
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -200,7 +203,7 @@ class CFGEngine:
         if mask is not None:
             return mask
         trie = self.trie
-        inside, groups, first_bytes, _ = self._partial_mask(st.lex, ch.row_exp[last])
+        inside, groups, first_bytes = self._partial_mask(st.lex, ch.row_exp[last])[:3]
         out = inside.copy()
         if groups[1].shape[0]:
             self._boundary(out, groups, ch)
@@ -255,7 +258,7 @@ class CFGEngine:
         if r != ek.OK:
             return
         try:
-            inside, groups, _, _ = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)
+            inside, groups = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)[:2]
             out |= inside
             # from the start state no boundary is at the first byte (lexemes are never empty)
             if groups[1].shape[0]:
@@ -274,6 +277,16 @@ class CFGEngine:
         key = (lex, exp.tobytes(), None if first is None else first.tobytes())
         hit = self._partial.get(key)
         if hit is not None:
+            if hit[5] is not None:
+                uses = hit[5][2] = hit[5][2] + 1
+                if uses == MERGE_AFTER_USES:
+                    # reused: merging its big groups too now pays for itself
+                    dn, ds = hit[5][0], hit[5][1]
+                    groups = ek.merge_groups(self.trie.nodes, self.trie.subtree_end, dn, ds, 1 << 30)
+                    hit = (hit[0], groups, hit[2], hit[3], hit[4], None)
+                    with self._lock:
+                        self._partial_bytes += _entry_bytes(hit) - _entry_bytes(self._partial[key])
+                        self._partial[key] = hit
             return hit
         trie = self.trie
         lx = self.lexer
@@ -291,9 +304,10 @@ class CFGEngine:
         first_bytes[trie.nodes[bnd_node[at_first]] & 0xFF] = 1
         deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
         order = np.argsort(deep_state, kind="stable")
-        groups = ek.merge_groups(trie.nodes, trie.subtree_end, np.ascontiguousarray(deep_node[order]),
-                                 np.ascontiguousarray(deep_state[order]), MERGE_LIMIT)
-        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node)
+        dn, ds = np.ascontiguousarray(deep_node[order]), np.ascontiguousarray(deep_state[order])
+        groups = ek.merge_groups(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT)
+        pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
+        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, None, pending)
         with self._lock:
             self._partial[key] = hit
             self._partial_bytes += _entry_bytes(hit)
@@ -314,8 +328,9 @@ class CFGEngine:
 
 
 def _entry_bytes(entry: tuple) -> int:
-    inside, groups, first_bytes, bnd_node = entry
-    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + 256
+    inside, groups, first_bytes, bnd_node, _, pending = entry
+    extra = pending[0].nbytes + pending[1].nbytes if pending is not None else 0
+    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + 256 + extra
 
 
 class ParseState:

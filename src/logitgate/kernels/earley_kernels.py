@@ -240,6 +240,7 @@ def new_memo(n_words: int, max_depth: int, n_states: int = 1):
         np.zeros(max_depth + 2, np.int64),  # group_walk: rows per depth
         np.zeros(max_depth + 2, np.int32),  # group_walk: which depth's okt row applies
         np.zeros(n_words, np.uint64),  # scanned terminals
+        np.zeros((max_depth + 2, n_states), np.uint8),  # group_walk: lazy stop per depth and lexer state
     )
 
 
@@ -501,10 +502,8 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     ``merge_limit`` nodes is left unmerged (``g_raw[g]``; merging costs more than it saves there):
     its boundary nodes are ``r_node[r_ptr[g]:r_ptr[g+1]]``, walked in the token trie itself."""
     nb = bnd_node.shape[0]
-    total = 0
     n_groups = 0
     for k in range(nb):
-        total += subtree_end[bnd_node[k]] - bnd_node[k]
         if k == 0 or bnd_state[k] != bnd_state[k - 1]:
             n_groups += 1
     g_ptr = np.zeros(n_groups + 1, np.int32)
@@ -512,6 +511,23 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     g_raw = np.zeros(n_groups, np.uint8)
     r_ptr = np.zeros(n_groups + 1, np.int32)
     r_node = np.zeros(nb, np.int32)
+    # first pass: which groups to merge (small groups of several boundaries, within a budget)
+    total = 0
+    g = 0
+    k = 0
+    while k < nb:
+        k_end = k
+        size = 0
+        while k_end < nb and bnd_state[k_end] == bnd_state[k]:
+            size += subtree_end[bnd_node[k_end]] - bnd_node[k_end]
+            k_end += 1
+        # merging dedups the suffixes of many small subtrees; a few big ones barely overlap
+        if size > merge_limit or total + size > 4 * merge_limit or size > 256 * (k_end - k):
+            g_raw[g] = 1
+        else:
+            total += size
+        g += 1
+        k = k_end
     m_rec = np.zeros(total, np.int64)
     m_end = np.zeros(total, np.int32)
     mem_ptr = np.zeros(total + 1, np.int32)
@@ -539,11 +555,7 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
         r_ptr[g] = k
         for q in range(k, k_end):
             r_node[q] = bnd_node[q]
-        size = 0
-        for q in range(k, k_end):
-            size += subtree_end[bnd_node[q]] - bnd_node[q]
-        if size > merge_limit:
-            g_raw[g] = 1
+        if g_raw[g]:
             g += 1
             k = k_end
             continue
@@ -653,7 +665,7 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
     row_exp = C[3]
     meta = C[8]
     m_par, m_meta, rver = M[0], M[10], M[11]
-    okt, lex, rows, okd, scan = M[12], M[13], M[14], M[15], M[16]
+    okt, lex, rows, okd, scan, okl = M[12], M[13], M[14], M[15], M[16], M[17]
     base = meta[0]
     m_par[:] = -(2**62)  # the memo is reused between walks: empty it
     m_meta[:] = 0
@@ -675,6 +687,8 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
         rows[0] = meta[0]
         okd[0] = 0
         okt[0, :] = 0
+        if has_lazy:
+            okl[0, :] = 0
         raw = g_raw[g] == 1
         n_parts = r_ptr[g + 1] - r_ptr[g] if raw else 1
         for part in range(n_parts):
@@ -698,8 +712,14 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
                 t = trans[sp, b]
                 od = okd[d - 1]
                 accepted = False
-                if t >= 0 and not (has_lazy and sp != lex_start
-                                   and _lazy_stop(acc_bits, lazy_bits, sp, row_exp[rows[d - 1] - 1], ign)):
+                stop = False
+                if has_lazy and t >= 0:  # a lazy terminal that matches here ends the lexeme
+                    lz = okl[od, sp]
+                    if lz == 0:
+                        lz = 1 if _lazy_stop(acc_bits, lazy_bits, sp, row_exp[rows[d - 1] - 1], ign) else 2
+                        okl[od, sp] = lz
+                    stop = lz == 1
+                if t >= 0 and not stop:
                     v = okt[od, t]
                     if v == 0:
                         v = 1 if _viable(reach_bits, t, row_exp[rows[d - 1] - 1], ign) else 2
@@ -726,6 +746,8 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
                     if rows[d] != rows[d - 1]:
                         okd[d] = d
                         okt[d, :] = 0
+                        if has_lazy:
+                            okl[d, :] = 0
                     else:
                         okd[d] = od
                 if raw:
