@@ -55,7 +55,7 @@ def test_unproductive_alternative_is_dropped_so_masks_stay_exact(byte_tok) -> No
 
 def test_json_gbnf_merges_into_lexemes() -> None:
     src = open_data("llama-cpp-grammars/json.gbnf")
-    _, cfg = merge_lexemes(lg.Grammar.from_gbnf(src).ir)
+    _, cfg, _ = merge_lexemes(lg.Grammar.from_gbnf(src).ir)
     names = {t.name for t in cfg.terminals}
     assert {"<string>", "<number>", "<ws>"} <= names
     assert all(len(n) > 3 or n.startswith("'") for n in names)

@@ -190,7 +190,7 @@ class CompiledCFG(CompiledGrammar):
     """A context-free grammar compiled against a tokenizer: lexer DFA + Earley tables
     (``logitgate.grammar.engine``). Its states are mutable parse states owned by matchers."""
 
-    def __init__(self, grammar: Grammar, tokenizer: Tokenizer, cfg: "CFG") -> None:
+    def __init__(self, grammar: Grammar, tokenizer: Tokenizer, cfg: "CFG", lexer=None) -> None:
         from .grammar.engine import CFGEngine
 
         self.grammar = grammar
@@ -202,7 +202,7 @@ class CompiledCFG(CompiledGrammar):
         for t in tokenizer.eos_token_ids:
             eos[t >> 5] |= np.uint32(1 << (t & 31))
         self.eos_mask = _readonly(eos.view(np.int32))
-        self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask)
+        self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
         self._lock = threading.Lock()
 
     @property
@@ -251,8 +251,10 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
         from .grammar.lexemes import merge_lexemes
 
         ir = grammar.ir
-        cfg = merge_lexemes(ir)[1] if ir.lex_mode == "chars" else lower(ir)
-        return CompiledCFG(grammar, tokenizer, cfg)
+        if ir.lex_mode == "chars":
+            _, cfg, lexer = merge_lexemes(ir)
+            return CompiledCFG(grammar, tokenizer, cfg, lexer)
+        return CompiledCFG(grammar, tokenizer, lower(ir))
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 

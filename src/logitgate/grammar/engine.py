@@ -143,9 +143,10 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
 class CFGEngine:
     """Everything about one grammar and one vocabulary that all its parse states share."""
 
-    def __init__(self, cfg: CFG, trie, vocab_words: int, eos_mask: np.ndarray) -> None:
+    def __init__(self, cfg: CFG, trie, vocab_words: int, eos_mask: np.ndarray,
+                 lexer: LexerTables | None = None) -> None:
         self.cfg = cfg
-        self.lexer: LexerTables = build_lexer(cfg)
+        self.lexer: LexerTables = lexer if lexer is not None else build_lexer(cfg)
         self.tables = ParserTables(cfg)
         self.trie = trie
         self.mask_words = vocab_words

@@ -251,14 +251,13 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
 
     # states reachable from the start (the lexer keeps an unreachable copy of a split start state)
     seen = np.zeros(trans.shape[0], dtype=bool)
-    todo = [lexer.start]
     seen[lexer.start] = True
-    while todo:
-        st = todo.pop()
-        for nx in np.unique(trans[st][trans[st] >= 0]):
-            if not seen[nx]:
-                seen[nx] = True
-                todo.append(int(nx))
+    frontier = np.array([lexer.start])
+    while frontier.size:
+        nxt_states = trans[frontier].ravel()
+        nxt_states = np.unique(nxt_states[nxt_states >= 0])
+        frontier = nxt_states[~seen[nxt_states]]
+        seen[frontier] = True
     acc = unpack(lexer.acc_bits) & seen[:, None]
     reach = unpack(lexer.reach_bits)
     first = np.zeros((t, 256), dtype=bool)  # bytes a lexeme of terminal k can start with
@@ -291,21 +290,20 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
         states = np.flatnonzero(acc[:, k])
         if not states.size or not follow[k]:
             continue
-        nxt = np.zeros(256, dtype=bool)
-        for f in follow[k]:
-            nxt |= first[f]
-        for st in states:
-            for c in np.flatnonzero((trans[st] >= 0) & nxt):
-                ys = np.flatnonzero(reach[trans[st, c]] & co[k])
-                if ys.size:
-                    bad.add(k)
-                    bad.update(int(y) for y in ys)
+        nxt = first[np.fromiter(follow[k], dtype=np.int64)].any(axis=0)
+        rows = trans[states]
+        targets = rows[(rows >= 0) & nxt[None, :]]
+        if targets.size:
+            ys = np.flatnonzero(reach[targets].any(axis=0) & co[k])
+            if ys.size:
+                bad.add(k)
+                bad.update(int(y) for y in ys)
     return bad
 
 
-def merge_lexemes(ir: GrammarIR) -> tuple[GrammarIR, CFG]:
+def merge_lexemes(ir: GrammarIR) -> tuple[GrammarIR, CFG, LexerTables]:
     """For a ``chars`` grammar: the IR with as many regular parts merged into lexemes as is safe,
-    and its lowered CFG."""
+    its lowered CFG and that CFG's lexer."""
     as_rules: set[str] = set()
     demoted: set[tuple] = set()
     for _ in range(MAX_ROUNDS):
@@ -315,9 +313,10 @@ def merge_lexemes(ir: GrammarIR) -> tuple[GrammarIR, CFG]:
         bad = greedy_conflicts(cfg, lexer)
         keys = {origin[cfg.terminals[k].name] for k in bad if cfg.terminals[k].name in origin}
         if not keys:
-            return cand, lower(cand)
+            return cand, lower(cand), lexer
         for key in keys:
             if key[0] == "rule":
                 as_rules.add(key[1])
             demoted.add(key)
-    return ir, lower(ir)
+    cfg = lower(ir)
+    return ir, cfg, build_lexer(cfg)
