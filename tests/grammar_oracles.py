@@ -17,7 +17,10 @@ compiles them), and recognition is a plain Earley recognizer written out below.
   compete) or global (all compete), a character that extends the current lexeme towards some
   competing terminal is always taken, a lexeme ends as the best-ranked terminal it fully matches
   (priority, then literals before regexes), lazy terminals end as soon as they match.
-* brute-force token masks: the ids ``t`` with ``m.fork().accept_token(t)``.
+* :class:`YaccInfo` / :class:`YaccReference` — AICI's yacc-like format read by its own reader,
+  with global lexing (every terminal competes) and the "\\n" start context.
+* brute-force token masks: the ids ``t`` with ``m.fork().accept_token(t)``; a BFS completion
+  search; mutations; random small Lark / yacc / GBNF grammars for differential fuzzing.
 """
 from __future__ import annotations
 
@@ -287,7 +290,19 @@ class Earley:
     ``("T", key)``). A chart is a tuple of rows; ``scan`` returns a new chart or None."""
 
     def __init__(self, rules: list[tuple[str, tuple]], start: str) -> None:
-        self.rules = [("$S'", (("N", start),))] + [(lhs, tuple(rhs)) for lhs, rhs in rules]
+        rules = [(lhs, tuple(rhs)) for lhs, rhs in rules]
+        # drop productions that use a nonterminal deriving no finite string: an item the parser
+        # can reach must be completable, or a live chart would not mean a viable prefix
+        productive: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                if lhs not in productive and all(s[0] == "T" or s[1] in productive for s in rhs):
+                    productive.add(lhs)
+                    changed = True
+        rules = [(lhs, rhs) for lhs, rhs in rules if all(s[0] == "T" or s[1] in productive for s in rhs)]
+        self.rules = [("$S'", (("N", start),))] + rules
         self.by_lhs: dict[str, list[int]] = defaultdict(list)
         for i, (lhs, _) in enumerate(self.rules):
             self.by_lhs[lhs].append(i)
@@ -300,8 +315,7 @@ class Earley:
                     nullable.add(lhs)
                     changed = True
         self.nullable = nullable
-        undefined = {s[1] for _, rhs in self.rules for s in rhs if s[0] == "N" and s[1] not in self.by_lhs}
-        assert not undefined, f"undefined rules {undefined}"
+        self.by_lhs.setdefault(start, [])
 
     def _close(self, seed: list, k: int, chart: tuple) -> _Row:
         rules = self.rules
@@ -942,8 +956,8 @@ def completion_search(m, alphabet: bytes, max_nodes: int = 4000, max_len: int = 
             p = path + bytes([b])
             if nxt.is_accepting():
                 return p
-            if key is not None:
-                k = key(nxt)
+            k = key(nxt) if key is not None else None
+            if k is not None:
                 if k in seen:
                     continue
                 seen.add(k)
@@ -1022,6 +1036,17 @@ class YaccInfo:
         self.terms: dict[str, Term] = {}
         self.rules: list[tuple[str, tuple]] = []
         ignore = []
+        start = start or next(n for n in order if n != "SKIP")
+        # rules unreachable from the start are dropped, their lexemes with them (as logitgate
+        # does: an unused rule's keyword does not compete in the global lexer)
+        reach, todo = {start}, [start]
+        while todo:
+            for alt in alts_of[todo.pop()]:
+                for kind, val in alt:
+                    if kind == "name" and val not in reach:
+                        reach.add(val)
+                        todo.append(val)
+        order = [n for n in order if n in reach or n == "SKIP"]
         for name in order:
             for alt in alts_of[name]:
                 rhs = []
@@ -1036,7 +1061,7 @@ class YaccInfo:
                 else:
                     self.rules.append((name, tuple(rhs)))
         self.ignore = tuple(ignore)
-        self.start = start or next(n for n in order if n != "SKIP")
+        self.start = start
         self.earley = Earley(self.rules, self.start)
 
     def _term(self, s: str) -> str:
@@ -1096,8 +1121,90 @@ class YaccReference(GreedyReference):
         super().__init__(info, mode="global")  # type: ignore[arg-type]
 
     def initial(self):
-        st = super().initial()
+        """After the start context "\\n" (a grammar whose lexer refuses it starts without it)."""
+        st = plain = super().initial()
         for ch in YaccInfo.PREFIX:
             st = self.feed(st, ch)
-            assert st is not None
+            if st is None:
+                return plain
         return st
+
+
+# --------------------------------------------------------------------------------------------
+# Random small grammars (differential fuzzing against GreedyReference)
+# --------------------------------------------------------------------------------------------
+
+FUZZ_LEXEMES = ['"a"', '"ab"', '"b"', '"ba"', '"c"', '"abc"', "/a+/", "/[ab]+/", "/b*c/", "/[a-c]/",
+                "/(ab)+/", "/ca?/", "/a[bc]*?c/", '"a"i', "/ *a/", "/b+ /", '" c"', "/a|ab/", "/c*/"]
+
+
+def random_lark_grammar(rng: random.Random) -> tuple[str, bool]:
+    """A random Lark grammar over the letters a, b, c (named terminals with priorities, inline
+    literals and regexes, ``[x]``, ``x+``, empty alternatives, ``%ignore " "``). Returns
+    (source, has ignore)."""
+    terms = rng.sample(FUZZ_LEXEMES, rng.randint(2, 5))
+    lines: list[str] = []
+    names: list[str] = []
+    for i, t in enumerate(terms):
+        if rng.random() < 0.5:
+            lines.append(f"T{i}{rng.choice(['', '', '.2', '.-1'])}: {t}")
+            names.append(f"T{i}")
+        else:
+            names.append(t)
+    rules = ["start", "x", "y"][: rng.randint(1, 3)]
+    for r in rules:
+        alts = []
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randint(0 if r != "start" else 1, 3)
+            pool = names + rules[1:] + [f"{rng.choice(names)}+", f"[{rng.choice(names)}]"]
+            alts.append(" ".join(rng.choice(pool) for _ in range(k)))
+        lines.insert(0, f"{r}: " + " | ".join(alts))
+    ign = rng.random() < 0.5
+    if ign:
+        lines.append('%ignore " "')
+    return "\n".join(lines), ign
+
+
+def random_yacc_grammar(rng: random.Random) -> tuple[str, bool]:
+    """A random grammar in the yacc format (inline keywords and regexes, optional SKIP)."""
+    lex = [t.replace('"a"i', '"a"') for t in rng.sample(FUZZ_LEXEMES, rng.randint(2, 5))]
+    lex = [t if t.startswith('"') else '"' + t + '"' for t in lex]
+    rules = ["start", "x", "y"][: rng.randint(1, 3)]
+    lines = ["%start start", "%%"]
+    ign = rng.random() < 0.6
+    if ign:
+        lines.append('SKIP : "/[ \\n]+/" ;')
+    for r in rules:
+        alts = []
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randint(0 if r != "start" else 1, 3)
+            alts.append(" ".join(rng.choice(lex + rules[1:]) for _ in range(k)))
+        lines.append(f"{r} : " + " | ".join(alts) + " ;")
+    return "\n".join(lines), ign
+
+
+FUZZ_GBNF_ITEMS = ['"a"', '"ab"', '"b"', '"ba"', '"c"', '"abc"', "[a-c]", "[ab]", "[^a]", '" "', "[ a]"]
+
+
+def random_gbnf_grammar(rng: random.Random) -> str:
+    """A random GBNF grammar over a, b, c and space (rules root, x, y; groups, ``* + ? {m,n}``)."""
+    rules = ["root", "x", "y"]
+
+    def item(depth: int) -> str:
+        r = rng.random()
+        if r < 0.25:
+            base = rng.choice(rules)
+        elif r < 0.35 and depth < 2:
+            base = "(" + " | ".join(seq(depth + 1) or '""' for _ in range(rng.randint(1, 2))) + ")"
+        else:
+            base = rng.choice(FUZZ_GBNF_ITEMS)
+        return base + rng.choice(["", "", "", "*", "+", "?", "{1,2}", "{0,2}"])
+
+    def seq(depth: int) -> str:
+        return " ".join(item(depth) for _ in range(rng.randint(0 if depth else 1, 3)))
+
+    lines = []
+    for r in rules:
+        alts = [seq(0) for _ in range(rng.randint(1, 3))]
+        lines.append(f"{r} ::= " + " | ".join(alts))
+    return "\n".join(lines)

@@ -100,6 +100,27 @@ def _nullable(e: Expr, ir: GrammarIR, seen: frozenset[str] = frozenset()) -> boo
     raise TypeError(e)
 
 
+def _only_empty(e: Expr, ir: GrammarIR, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether ``e`` derives the empty string and nothing else (no lexeme can stand for it)."""
+    if isinstance(e, Empty):
+        return True
+    if isinstance(e, Lit):
+        return not e.text
+    if isinstance(e, Rx):
+        return False
+    if isinstance(e, Ref):
+        if e.name in ir.terminals:
+            return False
+        if e.name in seen:
+            return True  # a cycle adds nothing new
+        return _only_empty(ir.rules[e.name].body, ir, seen | {e.name})
+    if isinstance(e, (Seq, Alt)):
+        return all(_only_empty(i, ir, seen) for i in e.items)
+    if isinstance(e, Rep):
+        return e.max == 0 or _only_empty(e.item, ir, seen)
+    raise TypeError(e)
+
+
 def _trivial(e: Expr) -> bool:
     """A single-character terminal already: nothing to gain by making it a lexeme."""
     return isinstance(e, Rx) or (isinstance(e, Lit) and len(e.text) <= 1)
@@ -127,6 +148,8 @@ def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple]) -> tuple[Gram
         return True
 
     def lexeme(key: tuple, name: str, e: Expr) -> Expr:
+        if _only_empty(e, ir):
+            return Empty()
         if name not in terminals:
             terminals[name] = TerminalDef(name, _to_regex(e, ir))
             origin[name] = key

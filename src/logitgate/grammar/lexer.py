@@ -65,6 +65,14 @@ def build_lexer(cfg: CFG) -> LexerTables:
     terms = cfg.terminals
     n_t = len(terms)
     n_words = max(1, (n_t + 63) // 64)
+    if n_t == 0:  # the language is {""}: a lexer that reads nothing
+        zeros = np.zeros((1, n_words), np.uint64)
+        return LexerTables(trans=_ro(np.full((1, 256), -1, np.int32)), start=0, acc_bits=_ro(zeros),
+                           acc_ptr=_ro(np.zeros(2, np.int32)), acc_list=_ro(np.zeros(0, np.int32)),
+                           reach_bits=_ro(zeros.copy()), lazy_bits=_ro(np.zeros(n_words, np.uint64)),
+                           ignore_bits=_ro(np.zeros(n_words, np.uint64)),
+                           rank=_ro(np.zeros(n_words * 64, np.int64)),
+                           mode=1 if cfg.lex_mode == "global" else 0, has_lazy=False)
     try:
         dfa = build_dfa([t.node for t in terms], max_states=MAX_LEXER_STATES)
     except CompileError as e:
