@@ -7,6 +7,8 @@ multi-pattern columns.
 """
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA as _DATA
+
 import bisect
 import importlib.util
 import itertools
@@ -30,7 +32,7 @@ HAVE_PARSER = importlib.util.find_spec("logitgate.regex.parser") is not None
 needs_parser = pytest.mark.skipif(not HAVE_PARSER, reason="logitgate.regex.parser not available yet")
 
 SURROGATES = (0xD800, 0xDFFF)
-SAMPLES_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "outlines-core" / "regex_samples.json"
+SAMPLES_PATH = _DATA / "outlines-core" / "regex_samples.json"
 
 
 def parse(pattern: str) -> Node:

@@ -3,6 +3,8 @@ repetition, nesting, multi-line rules, comments); an oracle (random regular gram
 into a Python regex, against the same construct written as a Python regex); error positions."""
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA
+
 import random
 import re
 from pathlib import Path
@@ -17,7 +19,7 @@ from logitgate.grammar.gbnf import parse_gbnf
 from logitgate.grammar.ir import Alt, Empty, Expr, Lit, Ref, Rep, Rx, Seq
 from logitgate.regex.ast import CharClass
 
-GRAMMARS = Path(__file__).resolve().parents[2] / "shared" / "data" / "llama-cpp-grammars"
+GRAMMARS = SHARED_DATA / "llama-cpp-grammars"
 NAMES = ["arithmetic", "c", "chess", "english", "japanese", "json", "json_arr", "list"]
 ANY = ((0, 0xD7FF), (0xE000, 0x10FFFF))
 

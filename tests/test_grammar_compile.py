@@ -2,6 +2,8 @@
 and grammar composition."""
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA
+
 import itertools
 import warnings
 
@@ -123,7 +125,7 @@ def test_subgrammar_with_its_own_ignored_terminals_is_refused() -> None:
 def open_data(rel: str) -> str:
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / rel
+    path = SHARED_DATA / rel
     if not path.exists():
         pytest.skip(f"{rel} not available")
     return path.read_text(encoding="utf-8")
@@ -202,7 +204,7 @@ EXPECTED_FAILURES = {
 def _corpus() -> list[str]:
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data"
+    root = SHARED_DATA
     files = [*root.glob("llama-cpp-grammars/*.gbnf"), *root.glob("lark-grammars/**/*.lark"),
              *root.glob("syncode-grammars/*.lark")]
     return sorted(str(f.relative_to(root)) for f in files)
@@ -215,7 +217,7 @@ def test_every_corpus_grammar_compiles_or_names_what_is_unsupported(rel, byte_to
 
     if rel == "(corpus missing)":
         pytest.skip("shared/data not available")
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / rel
+    path = SHARED_DATA / rel
     src = path.read_text(encoding="utf-8")
     start = "file_input" if path.name in ("python.lark", "python2.lark") else "start"
 

@@ -22,6 +22,8 @@ recursive rule; a lexeme whose DFA path re-enters the lexer's start state.
 """
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA
+
 import json
 import random
 from pathlib import Path
@@ -51,7 +53,7 @@ from .grammar_oracles import (
 )
 from .oracles import CanonicalEncoder, random_split_ids
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 SYNCODE = DATA / "syncode-grammars"
 LLAMA = DATA / "llama-cpp-grammars"
 AICI = DATA / "aici" / "grammars"

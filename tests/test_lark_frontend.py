@@ -1,6 +1,8 @@
 """The Lark front end: real grammars load or fail with a GrammarError, terminals agree with Lark."""
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA
+
 import re
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ from logitgate.errors import GrammarError
 from logitgate.grammar.ir import Alt, Empty, GrammarIR, Ref, Seq
 from logitgate.grammar.lark_frontend import _has_lazy_quantifier, parse_lark
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 CORPUS = sorted(
     [*(DATA / "lark-grammars").glob("**/*.lark"), *(DATA / "syncode-grammars").glob("*.lark")]
 )

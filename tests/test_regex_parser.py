@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA as _DATA
+
 import functools
 import itertools
 import json
@@ -31,7 +33,7 @@ from logitgate.regex import charsets
 from logitgate.regex.ast import Alt, CharClass, Concat, Empty, Group, Node, Repeat
 from logitgate.regex.parser import MAX_REPEAT, parse
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "outlines-core"
+SHARED_DATA = _DATA / "outlines-core"
 SURROGATE_GAP = 0x800
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The yacc front end (AICI's yacc-like format with inline lexemes): c.y, small grammars, errors."""
 from __future__ import annotations
 
+from tests.conftest import SHARED_DATA
+
 import re
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from logitgate.errors import GrammarError
 from logitgate.grammar.ir import Alt, Empty, Lit, Ref, Rx, Seq
 from logitgate.grammar.yacc import parse_yacc
 
-C_Y = Path("/work/shared/data/aici/grammars/c.y")
+C_Y = SHARED_DATA / "aici" / "grammars" / "c.y"
 
 
 @pytest.fixture(scope="module")
