@@ -16,12 +16,9 @@ import json
 import math
 import os
 import platform
-import queue
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,92 +29,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from grammar_samples import DATA_DIR, GRAMMARS, check_samples, sample_text  # noqa: E402
+import runner  # noqa: E402
 from peers import pkg_version  # noqa: E402
 from vocab import TOKENIZER_FILES, TextEncoder, load_vocab, reference_token_bytes  # noqa: E402
 
 ENGINE_NAMES = ("logitgate", "llguidance", "xgrammar")
-SETUP_TIMEOUT_S = 300  # tokenizer load + engine setup + warm-up
 
 
 # --------------------------------------------------------------------------- running workers
 
 
 def run_worker(job: dict, work_dir: Path, timeout_s: float):
-    """Run one engine on one tokenizer over job["items"]; restart it after a timeout or a
-    crash on the remaining grammars. Returns (setup, {grammar: result})."""
-    results, setup = {}, None
-    pending = list(job["items"])
-    attempt = 0
-    while pending:
-        attempt += 1
-        job_file = work_dir / f"job{attempt}.json"
-        job_file.write_text(json.dumps(dict(job, items=pending)))
-        err_file = open(work_dir / f"stderr{attempt}.txt", "w+")
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "grammar_worker.py"), str(job_file)],
-            stdout=subprocess.PIPE, stderr=err_file, text=True,
-        )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-
-        current, deadline = None, time.monotonic() + SETUP_TIMEOUT_S
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:  # timed out: kill, record, go on with the rest
-                proc.kill()
-                proc.wait()
-                if current is None:
-                    why = f"timeout: worker setup took over {SETUP_TIMEOUT_S} s"
-                    for it in pending:
-                        results[it["name"]] = {"status": "timeout", "error": why}
-                    pending = []
-                else:
-                    results[current] = {"status": "timeout", "error": f"over {timeout_s:g} s"}
-                    pending = _after(pending, current)
-                break
-            if line is None:  # the worker exited
-                rc = proc.wait()
-                tail = _tail(err_file)
-                if current is not None:  # died inside a grammar: a crash
-                    results[current] = {"status": "crash", "error": f"exit {rc}: {tail}"}
-                    pending = _after(pending, current)
-                elif pending:
-                    for it in pending:
-                        results[it["name"]] = {"status": "error", "error": f"worker failed (exit {rc}): {tail}"}
-                    pending = []
-                break
-            ev = json.loads(line)
-            if ev["event"] == "setup":
-                setup = setup or ev
-                deadline = time.monotonic() + SETUP_TIMEOUT_S
-            elif ev["event"] == "start":
-                current, deadline = ev["grammar"], time.monotonic() + timeout_s
-            elif ev["event"] == "result":
-                results[ev["grammar"]] = ev
-                pending = [it for it in pending if it["name"] != ev["grammar"]]
-                current = None
-        err_file.close()
-    return setup, results
-
-
-def _pump(stream, q):
-    for line in stream:
-        if line.startswith("{"):
-            q.put(line)
-    q.put(None)
-
-
-def _after(pending, name):
-    names = [it["name"] for it in pending]
-    return pending[names.index(name) + 1:]
-
-
-def _tail(f, n=600):
-    f.flush()
-    f.seek(0)
-    text = " ".join(f.read().split())
-    return text[-n:] if text else "(no stderr)"
+    """Run one engine on one tokenizer over job["items"] (see ``runner.run_worker``)."""
+    return runner.run_worker(job, work_dir, timeout_s, "grammar_worker.py", "grammar")
 
 
 # --------------------------------------------------------------------------- statistics

@@ -14,13 +14,10 @@ import json
 import math
 import os
 import platform
-import queue
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,96 +27,21 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import runner  # noqa: E402
 from peers import ENGINES, PEERS, bitmask_to_bool, pkg_version  # noqa: E402
 from regex_worker import PYTHON_SIDE  # noqa: E402
 from samples import REGEX_FILE, SAMPLES, check_samples, load_regexes  # noqa: E402
 from vocab import TOKENIZER_FILES, TextEncoder, load_vocab, reference_token_bytes  # noqa: E402
 
 DEFAULT_ENGINES = ("logitgate", "logitgate[background]", "logitgate[index]") + PEERS
-SETUP_TIMEOUT_S = 300  # tokenizer load + engine setup + warm-up (first numba JIT can be slow)
 
 
 # --------------------------------------------------------------------------- running workers
 
 
 def run_worker(job: dict, work_dir: Path, timeout_s: float):
-    """Run one engine on one tokenizer over job["items"]; restart after a timeout or crash.
-
-    Returns (setup, {regex: result}).
-    """
-    results, setup = {}, None
-    pending = list(job["items"])
-    attempt = 0
-    while pending:
-        attempt += 1
-        job_file = work_dir / f"job{attempt}.json"
-        job_file.write_text(json.dumps(dict(job, items=pending)))
-        err_file = open(work_dir / f"stderr{attempt}.txt", "w+")
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "regex_worker.py"), str(job_file)],
-            stdout=subprocess.PIPE, stderr=err_file, text=True,
-        )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-
-        current, deadline = None, time.monotonic() + SETUP_TIMEOUT_S
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:  # timed out: kill, record, go on with the rest
-                proc.kill()
-                proc.wait()
-                if current is None:
-                    why = f"timeout: worker setup took over {SETUP_TIMEOUT_S} s"
-                    for it in pending:
-                        results[it["name"]] = {"status": "timeout", "error": why}
-                    pending = []
-                else:
-                    results[current] = {"status": "timeout", "error": f"over {timeout_s:g} s"}
-                    pending = _after(pending, current)
-                break
-            if line is None:  # worker exited
-                rc = proc.wait()
-                tail = _tail(err_file)
-                if current is not None:  # died inside a regex: a crash
-                    results[current] = {"status": "crash", "error": f"exit {rc}: {tail}"}
-                    pending = _after(pending, current)
-                elif pending:  # exited before starting the remaining regexes
-                    for it in pending:
-                        results[it["name"]] = {"status": "error", "error": f"worker failed (exit {rc}): {tail}"}
-                    pending = []
-                break
-            ev = json.loads(line)
-            if ev["event"] == "setup":
-                setup = setup or ev
-                deadline = time.monotonic() + SETUP_TIMEOUT_S
-            elif ev["event"] == "start":
-                current, deadline = ev["regex"], time.monotonic() + timeout_s
-            elif ev["event"] == "result":
-                results[ev["regex"]] = ev
-                pending = [it for it in pending if it["name"] != ev["regex"]]
-                current = None
-        err_file.close()
-    return setup, results
-
-
-def _pump(stream, q):
-    for line in stream:
-        if line.startswith("{"):
-            q.put(line)
-    q.put(None)
-
-
-def _after(pending, name):
-    names = [it["name"] for it in pending]
-    return pending[names.index(name) + 1:]
-
-
-def _tail(f, n=600):
-    f.flush()
-    f.seek(0)
-    text = " ".join(f.read().split())
-    return text[-n:] if text else "(no stderr)"
+    """Run one engine on one tokenizer over job["items"] (see ``runner.run_worker``)."""
+    return runner.run_worker(job, work_dir, timeout_s, "regex_worker.py", "regex")
 
 
 # --------------------------------------------------------------------------- statistics
