@@ -111,6 +111,13 @@ class Grammar:
         return cls(kind, text, 0, options, _ir=ir)
 
     @property
+    def notes(self) -> list[str]:
+        """What the front end read but does not need for the language, or rewrote, each named
+        (e.g. Lark rule priorities and yacc precedence declarations, which only choose among
+        parse trees; a lookbehind string terminal replaced by an equivalent automaton)."""
+        return list(self._ir.notes) if self._ir is not None else []
+
+    @property
     def ir(self) -> GrammarIR:
         """The grammar's intermediate representation (context-free grammars only)."""
         if self._ir is None:
