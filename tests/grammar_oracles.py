@@ -29,7 +29,7 @@ import re
 import re._constants as C
 import re._parser as sre_parse
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable
 
 import numpy as np

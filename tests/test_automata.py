@@ -16,7 +16,6 @@ import json
 import random
 import re
 from collections import deque
-from pathlib import Path
 
 import numpy as np
 import pytest

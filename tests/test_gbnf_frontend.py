@@ -7,7 +7,6 @@ from tests.conftest import SHARED_DATA
 
 import random
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest

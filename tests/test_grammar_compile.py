@@ -123,7 +123,6 @@ def test_subgrammar_with_its_own_ignored_terminals_is_refused() -> None:
 
 
 def open_data(rel: str) -> str:
-    from pathlib import Path
 
     path = SHARED_DATA / rel
     if not path.exists():
@@ -202,7 +201,6 @@ EXPECTED_FAILURES = {
 
 
 def _corpus() -> list[str]:
-    from pathlib import Path
 
     root = SHARED_DATA
     files = [*root.glob("llama-cpp-grammars/*.gbnf"), *root.glob("lark-grammars/**/*.lark"),
@@ -213,7 +211,6 @@ def _corpus() -> list[str]:
 @pytest.mark.parametrize("rel", _corpus() or ["(corpus missing)"])
 def test_every_corpus_grammar_compiles_or_names_what_is_unsupported(rel, byte_tok) -> None:
     import os
-    from pathlib import Path
 
     if rel == "(corpus missing)":
         pytest.skip("shared/data not available")

@@ -21,7 +21,6 @@ import re
 import sys
 import timeit
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -7,7 +7,6 @@ decodes one token at a time, every id of the vocabulary is compared too.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import pickle
 import subprocess

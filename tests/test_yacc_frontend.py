@@ -4,7 +4,6 @@ from __future__ import annotations
 from tests.conftest import SHARED_DATA
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -164,7 +164,6 @@ class CFGEngine:
         self._all_bytes = np.ones(256, np.uint8)
         # lexer states inside a lexeme that cannot be an ignored one (see _partial_mask)
         self._reduce = [s != lx.start and not (lx.reach_bits[s] & lx.ignore_bits).any() for s in range(lx.n_states)]
-        self._eos_scan = np.zeros(self.tables.n_words, np.uint64)
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -290,7 +289,6 @@ class CFGEngine:
                         self._partial[key] = hit
             return hit
         trie = self.trie
-        lx = self.lexer
         inside = np.zeros(self.mask_words, dtype=np.uint32)
         bnd_node = np.empty(trie.n_nodes, np.int32)
         bnd_state = np.empty(trie.n_nodes, np.int32)
