@@ -1,4 +1,5 @@
-"""The demo command: every text it generates must fully match its regex (exit code 0)."""
+"""The demo command: every text it generates must fully match its regex, or parse as a Python
+expression for the arithmetic grammar (exit code 0)."""
 from __future__ import annotations
 
 from logitgate.cli import main
@@ -12,4 +13,5 @@ def test_demo_generates_valid_text_on_both_tokenizers(capsys):
         assert main(["demo", "--tokenizer", name, "--seed", "3", "--max-steps", "200"]) == 0
         out = capsys.readouterr().out
         assert out.count("re.fullmatch: ok") == 4, out
+        assert out.count("ast.parse: ok") == 1, out
         assert "FAILED" not in out
