@@ -770,17 +770,44 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
 
 @njit(cache=True, nogil=True)
 def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
-    """Set ``out[b] = 1`` for every byte ``b`` that may come next (lexer at ``s``). The chart is
-    left as it was. Returns OK or a FULL_* code."""
+    """Set ``out[b] = 1`` for every byte ``b`` that may come next (lexer at ``s``), ending the
+    current lexeme (one parser row) at most once for all bytes. The chart is left as it was.
+    Returns OK or a FULL_* code."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    row_exp = C[3]
     meta = C[8]
-    scan = np.zeros(C[3].shape[1], np.uint64)
     rows = meta[0]
+    exp = row_exp[rows - 1]
+    stop = has_lazy and s != lex_start and _lazy_stop(acc_bits, lazy_bits, s, exp, ign)
+    need_end = False
     for b in range(256):
-        meta[0] = rows
-        t = lex_byte(L, G, C, M, s, b, scan, False)
-        if t <= _LEX_FULL:
-            meta[0] = rows
-            return t - _LEX_FULL
-        out[b] = 1 if t >= 0 else 0
+        out[b] = 0
+        t = trans[s, b]
+        if t >= 0 and not stop:
+            if _viable(reach_bits, t, exp, ign):
+                out[b] = 1
+                continue
+            if mode == 1:
+                continue
+        need_end = True
+        out[b] = 2  # decided below, after the lexeme ends
+    if need_end:
+        ok_end = False
+        if s != lex_start:
+            scan = np.zeros(row_exp.shape[1], np.uint64)
+            r = end_lexeme(L, s, exp, scan)
+            if r == 1:
+                st = push_row(G, C, scan, False)
+                if st < 0:
+                    meta[0] = rows
+                    return st
+                ok_end = st == OK
+            elif r == 2:
+                ok_end = True
+        exp2 = row_exp[meta[0] - 1]
+        for b in range(256):
+            if out[b] == 2:
+                t = trans[lex_start, b]
+                out[b] = 1 if ok_end and t >= 0 and _viable(reach_bits, t, exp2, ign) else 0
     meta[0] = rows
     return OK
