@@ -229,3 +229,37 @@ def test_every_corpus_grammar_compiles_or_names_what_is_unsupported(rel, byte_to
     else:
         m = lg.Matcher(build())
         assert m.allowed_token_ids().size > 0  # the language is not empty
+
+
+@pytest.mark.parametrize("name, text", [
+    ("c.gbnf", C_PROGRAM),
+    ("arithmetic.gbnf", "a+b*2=c\n(x-1)/z=y\n"),
+    ("json.gbnf", '{"a": [1, -2.5e3, true, null], "b": {"c": "d\\u00e9"}, "e": []}'),
+])
+def test_greedy_gbnf_lexing_only_loses_texts(name, text, byte_tok) -> None:
+    """lexing="greedy" (llguidance's way) accepts a subset of the exact language: whatever it
+    accepts, exact parsing accepts too; on json.gbnf, where no lexeme can be cut short, they agree."""
+    import random
+
+    src = open_data(f"llama-cpp-grammars/{name}")
+    exact = lg.compile(lg.Grammar.from_gbnf(src), byte_tok)
+    greedy = lg.compile(lg.Grammar.from_gbnf(src, lexing="greedy"), byte_tok)
+    rng = random.Random(name)
+    alphabet = sorted(set(text)) + [" ", "\n", "9"]
+    differ = 0
+    for _ in range(200):
+        s = list(text)
+        for _ in range(rng.randint(0, 2)):
+            k = rng.randrange(len(s))
+            s[k:k + rng.randint(0, 1)] = [rng.choice(alphabet)]
+        mutated = "".join(s)
+        g, e = _prefix_verdicts(greedy, mutated), _prefix_verdicts(exact, mutated)
+        if g[1]:
+            assert e[1], mutated
+        differ += g != e
+    if name == "json.gbnf":
+        assert differ == 0
+    if name == "arithmetic.gbnf":
+        assert differ > 0  # its ws swallows the newline a line must end with
+    with pytest.raises(ValueError, match="lexing"):
+        lg.Grammar.from_gbnf(src, lexing="lazy")

@@ -252,7 +252,7 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
 
         ir = grammar.ir
         if ir.lex_mode == "chars":
-            _, cfg, lexer = merge_lexemes(ir)
+            _, cfg, lexer = merge_lexemes(ir, greedy=dict(grammar.options).get("lexing") == "greedy")
             return CompiledCFG(grammar, tokenizer, cfg, lexer)
         return CompiledCFG(grammar, tokenizer, lower(ir))
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")

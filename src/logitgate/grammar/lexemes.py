@@ -126,14 +126,16 @@ def _trivial(e: Expr) -> bool:
     return isinstance(e, Rx) or (isinstance(e, Lit) and len(e.text) <= 1)
 
 
-def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple]) -> tuple[GrammarIR, dict[str, tuple]]:
+def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple], runs: bool = True
+           ) -> tuple[GrammarIR, dict[str, tuple]]:
     """The IR with candidate lexemes made terminals, and where each lexeme came from.
 
     Candidates, largest first: a regular rule referenced from a kept rule (key ``("rule", name)``),
     a maximal run of regular items in a sequence of a kept rule (``("run", rule, path, i, j)``),
     a regular sub-expression (``("expr", rule, path)``), a literal (``("lit", text)``). A demoted
     candidate is opened up: its parts become candidates in turn; a demoted rule is kept as a rule
-    (``as_rules``); a demoted literal is split into characters."""
+    (``as_rules``); a demoted literal is split into characters. Without ``runs`` only rules and
+    literals are candidates."""
     terminals: dict[str, TerminalDef] = dict(ir.terminals)
     origin: dict[str, tuple] = {}
     regular = _regular_rules(ir)
@@ -169,15 +171,15 @@ def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple]) -> tuple[Gram
         if _trivial(e) or isinstance(e, Empty):
             return e
         key = ("expr", rule, path)
-        if is_regular(e) and key not in demoted:
+        if runs and is_regular(e) and key not in demoted:
             return lexeme(key, f"<{rule}@{'.'.join(map(str, path))}>", e)
         if isinstance(e, Seq):
             out: list[Expr] = []
             items = e.items
             k = 0
             while k < len(items):
-                if is_regular(items[k]) and not _trivial(items[k]) or (
-                        is_regular(items[k]) and k + 1 < len(items) and is_regular(items[k + 1])):
+                if runs and (is_regular(items[k]) and not _trivial(items[k]) or (
+                        is_regular(items[k]) and k + 1 < len(items) and is_regular(items[k + 1]))):
                     m = k
                     while m < len(items) and is_regular(items[m]):
                         m += 1
@@ -324,9 +326,16 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
     return bad
 
 
-def merge_lexemes(ir: GrammarIR) -> tuple[GrammarIR, CFG, LexerTables]:
+def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CFG, LexerTables]:
     """For a ``chars`` grammar: the IR with as many regular parts merged into lexemes as is safe,
-    its lowered CFG and that CFG's lexer."""
+    its lowered CFG and that CFG's lexer. With ``greedy``, every candidate is merged without the
+    check and lexed like Lark (longest match, literals before regexes): faster, as llguidance
+    does, but the language may lose texts where a lexeme could have ended earlier."""
+    if greedy:
+        cand, _ = _build(ir, set(), set(), runs=False)
+        cand = replace(cand, lex_mode="contextual")
+        cfg = lower(cand)
+        return cand, cfg, build_lexer(cfg)
     as_rules: set[str] = set()
     demoted: set[tuple] = set()
     for _ in range(MAX_ROUNDS):

@@ -76,16 +76,24 @@ class Grammar:
         return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
 
     @classmethod
-    def from_gbnf(cls, text: str, *, start: str = "root",
+    def from_gbnf(cls, text: str, *, start: str = "root", lexing: str = "exact",
                   subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
-        """A llama.cpp GBNF grammar. The language is exactly the grammar's, character by character
-        (no lexer decisions); regular parts are merged into lexemes only where that cannot change
-        it. ``subgrammars``: constraints referred to by rule name (a name the grammar uses but does
+        """A llama.cpp GBNF grammar.
+
+        ``lexing="exact"`` (default): the language is exactly the grammar's, character by
+        character; regular parts are merged into lexemes only where that provably cannot change
+        it (the rest is parsed a character at a time, which is slower). ``lexing="greedy"``: every
+        regular rule and literal becomes a lexeme of a greedy lexer, as llguidance does — faster,
+        but texts where a lexeme must end before a byte that could extend it are lost (e.g. with
+        ``x ::= [a-z]+ ws`` followed by ``"\\n"``, ``ws`` swallows the newline).
+        ``subgrammars``: constraints referred to by rule name (a name the grammar uses but does
         not define). Raises ``GrammarError`` with line and column."""
         from .gbnf import parse_gbnf
 
-        return cls._composed("gbnf", text, (("start", start),), parse_gbnf(text, start=start),
-                             dict(subgrammars or {}))
+        if lexing not in ("exact", "greedy"):
+            raise ValueError(f"lexing must be 'exact' or 'greedy', not {lexing!r}")
+        options: tuple = (("start", start),) if lexing == "exact" else (("start", start), ("lexing", lexing))
+        return cls._composed("gbnf", text, options, parse_gbnf(text, start=start), dict(subgrammars or {}))
 
     @classmethod
     def from_yacc(cls, text: str, *, subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
