@@ -33,7 +33,7 @@ import runner  # noqa: E402
 from peers import pkg_version  # noqa: E402
 from vocab import TOKENIZER_FILES, TextEncoder, load_vocab, reference_token_bytes  # noqa: E402
 
-ENGINE_NAMES = ("logitgate", "llguidance", "xgrammar")
+ENGINE_NAMES = ("logitgate", "logitgate[greedy]", "llguidance", "xgrammar")
 
 
 # --------------------------------------------------------------------------- running workers

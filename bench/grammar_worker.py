@@ -51,6 +51,7 @@ class LogitgateGrammarEngine(LogitgateEngine):
     compile cache off, as for regexes). A missing constructor is "unsupported"."""
 
     CTORS = {"gbnf": "from_gbnf", "lark": "from_lark", "yacc": "from_yacc"}
+    CTOR_KW: dict = {}
 
     def compile_grammar(self, fmt, text):
         ctor_name = self.CTORS[fmt]
@@ -58,7 +59,7 @@ class LogitgateGrammarEngine(LogitgateEngine):
         if ctor is None:
             raise Unsupported(f"AttributeError: logitgate.Grammar has no {ctor_name}")
         try:
-            grammar = ctor(text)
+            grammar = ctor(text, **self.CTOR_KW.get(fmt, {}))
         except NotImplementedError as e:
             raise Unsupported(f"NotImplementedError: {e}") from e
         if not self._compile_kw and self._clear_cache is not None:
@@ -136,8 +137,17 @@ class XGrammarGrammarEngine(XGrammarEngine):
         return "gbnf grammar"
 
 
+class LogitgateGreedyGrammarEngine(LogitgateGrammarEngine):
+    """logitgate with ``Grammar.from_gbnf(text, lexing="greedy")``: GBNF lexed the way
+    llguidance does (every terminal-only rule a greedy lexeme), for a like-for-like comparison;
+    Lark and yacc grammars are the same as ``logitgate``."""
+
+    CTOR_KW = {"gbnf": {"lexing": "greedy"}}
+
+
 GRAMMAR_ENGINES = {
     "logitgate": LogitgateGrammarEngine,
+    "logitgate[greedy]": LogitgateGreedyGrammarEngine,
     "llguidance": LLGuidanceGrammarEngine,
     "xgrammar": XGrammarGrammarEngine,
 }
