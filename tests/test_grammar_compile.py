@@ -263,3 +263,13 @@ def test_greedy_gbnf_lexing_only_loses_texts(name, text, byte_tok) -> None:
         assert differ > 0  # its ws swallows the newline a line must end with
     with pytest.raises(ValueError, match="lexing"):
         lg.Grammar.from_gbnf(src, lexing="lazy")
+
+
+def test_greedy_lexing_dead_pairs_are_warned(byte_tok) -> None:
+    """`start: /[a-z]+/ "b"`: the b always extends the word, so no text can ever end; the grammar
+    compiles with a GrammarWarning naming the pair (early detection of it is a known limit)."""
+    with pytest.warns(lg.GrammarWarning, match="'b'"):
+        lg.compile(lg.Grammar.from_lark('start: /[a-z]+/ "b"'), byte_tok, cache=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lg.GrammarWarning)  # a separator that ends the word: no warning
+        lg.compile(lg.Grammar.from_lark('start: WORD+\nWORD: /[a-z]+/\n%ignore " "'), byte_tok, cache=False)

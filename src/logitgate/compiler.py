@@ -204,6 +204,20 @@ class CompiledCFG(CompiledGrammar):
         self.eos_mask = _readonly(eos.view(np.int32))
         self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
         self._lock = threading.Lock()
+        if cfg.lex_mode != "chars":
+            from .grammar.lexemes import swallowed_pairs
+
+            pairs = swallowed_pairs(cfg, self.engine.lexer)
+            if pairs:
+                import warnings
+
+                from .errors import GrammarWarning
+
+                shown = ", ".join(f"{x} then {y}" for x, y in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
+                msg = (f"greedy lexing never produces these terminal pairs (every complete lexeme of the first "
+                       f"is extended by whatever starts the second): {shown}")
+                cfg.warnings.append(msg)
+                warnings.warn(msg, GrammarWarning, stacklevel=5)
 
     @property
     def initial_state(self):  # type: ignore[override]

@@ -326,6 +326,57 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
     return bad
 
 
+def swallowed_pairs(cfg: CFG, lexer: LexerTables) -> list[tuple[str, str]]:
+    """Pairs ``(X, Y)`` with ``Y`` in FOLLOW(X) that greedy lexing can never produce: every
+    complete lexeme of ``X`` is extended by every byte ``Y`` can start with (and by every byte an
+    ignored terminal between them could start with), so an ``X`` never ends where a ``Y`` could
+    begin (``start: /[a-z]+/ "b"``: the ``b`` always extends the word). Reported as warnings."""
+    t = cfg.n_terminals
+    if t == 0:
+        return []
+    trans = lexer.trans
+    follow, _ = _first_follow(cfg)
+
+    def unpack(bits: np.ndarray) -> np.ndarray:
+        out = np.zeros((bits.shape[0], t), dtype=bool)
+        for k in range(t):
+            out[:, k] = (bits[:, k >> 6] >> np.uint64(k & 63)) & np.uint64(1)
+        return out
+
+    acc = unpack(lexer.acc_bits)
+    reach = unpack(lexer.reach_bits)
+    row = trans[lexer.start]
+    first = np.zeros((t, 256), dtype=bool)
+    for b in range(256):
+        if row[b] >= 0:
+            first[:, b] = reach[row[b]]
+    ignore = [k for k, term in enumerate(cfg.terminals) if term.ignore]
+    ign_first = first[ignore].any(axis=0) if ignore else np.zeros(256, dtype=bool)
+    def shown(k: int) -> str:
+        term = cfg.terminals[k]
+        return repr(term.literal) if term.literal is not None else term.name
+
+    out: list[tuple[str, str]] = []
+    for x in range(t):
+        states = np.flatnonzero(acc[:, x])
+        if not states.size or cfg.terminals[x].ignore or cfg.terminals[x].lazy:
+            continue
+        nxt = trans[states]  # [states, 256]
+        # byte c extends X's lexeme from every accepting state (staying able to become X)
+        extends = np.ones(256, dtype=bool)
+        for k, st in enumerate(states):
+            live = nxt[k] >= 0
+            ok = np.zeros(256, dtype=bool)
+            ok[live] = reach[nxt[k][live], x]
+            extends &= ok
+        if (ign_first & ~extends).any():
+            continue  # an ignored separator can end X
+        for y in sorted(follow[x]):
+            if not (first[y] & ~extends).any() and first[y].any():
+                out.append((shown(x), shown(y)))
+    return out
+
+
 def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CFG, LexerTables]:
     """For a ``chars`` grammar: the IR with as many regular parts merged into lexemes as is safe,
     its lowered CFG and that CFG's lexer. With ``greedy``, every candidate is merged without the
