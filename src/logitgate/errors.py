@@ -1,7 +1,15 @@
 """Exception hierarchy: one root, positions in every input error."""
 from __future__ import annotations
 
-__all__ = ["LogitgateError", "RegexError", "GrammarError", "GrammarWarning", "TokenizerError", "CompileError"]
+__all__ = [
+    "LogitgateError",
+    "RegexError",
+    "GrammarError",
+    "GrammarWarning",
+    "SchemaError",
+    "TokenizerError",
+    "CompileError",
+]
 
 
 class LogitgateError(Exception):
@@ -95,3 +103,30 @@ class TokenizerError(LogitgateError, ValueError):
 
 class CompileError(LogitgateError, ValueError):
     """A constraint that cannot be compiled against a tokenizer (e.g. it matches no string)."""
+
+
+class SchemaError(LogitgateError, ValueError):
+    """A JSON Schema that cannot be compiled as asked; every problem names its JSON pointer.
+
+    Attributes: ``problems`` (a list of ``(pointer, message)`` pairs, pointers like ``/properties/a``
+    into the schema as given, ``""`` for the root), ``reason`` (the summary line).
+    """
+
+    def __init__(self, reason: str, problems: list[tuple[str, str]] | None = None, *, pointer: str | None = None) -> None:
+        self.reason = reason
+        if problems is None:
+            problems = [(pointer, reason)] if pointer is not None else []
+        self.problems = list(problems)
+        super().__init__(self._render())
+
+    @property
+    def pointer(self) -> str | None:
+        """The JSON pointer of the first problem (None when unknown)."""
+        return self.problems[0][0] if self.problems else None
+
+    def _render(self) -> str:
+        if len(self.problems) == 1 and self.problems[0][1] == self.reason:
+            where = self.problems[0][0]
+            return f"{self.reason} (at {where or '/'})" if where is not None else self.reason
+        lines = [self.reason] + [f"  {ptr or '/'}: {msg}" for ptr, msg in self.problems]
+        return "\n".join(lines)
