@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_to_bool, get_bitmask_shape
 from .compiler import CompiledGrammar, clear_cache, compile
-from .errors import CompileError, GrammarError, GrammarWarning, LogitgateError, RegexError, TokenizerError
+from .errors import (
+    CompileError,
+    GrammarError,
+    GrammarWarning,
+    LogitgateError,
+    RegexError,
+    SchemaError,
+    TokenizerError,
+)
 from .grammar import Grammar
 from .matcher import Matcher, fill_next_token_bitmasks
 from .vocab import Tokenizer
@@ -41,6 +49,7 @@ __all__ = [
     "RegexError",
     "GrammarError",
     "GrammarWarning",
+    "SchemaError",
     "TokenizerError",
     "CompileError",
     "__version__",

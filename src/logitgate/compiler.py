@@ -269,6 +269,8 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
             _, cfg, lexer = merge_lexemes(ir, greedy=dict(grammar.options).get("lexing") == "greedy")
             return CompiledCFG(grammar, tokenizer, cfg, lexer)
         return CompiledCFG(grammar, tokenizer, lower(ir))
+    if grammar.kind == "json_schema":
+        return CompiledCFG(grammar, tokenizer, grammar._cfg)
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 

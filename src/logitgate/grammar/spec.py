@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..errors import RegexError
@@ -29,6 +30,8 @@ class Grammar:
     options: tuple = ()
     _tree: Node | None = field(default=None, compare=False, repr=False, hash=False)
     _ir: GrammarIR | None = field(default=None, compare=False, repr=False, hash=False)
+    _cfg: Any = field(default=None, compare=False, repr=False, hash=False)
+    _relaxed: tuple = field(default=(), compare=False, repr=False, hash=False)
 
     @classmethod
     def from_regex(cls, pattern: str, flags: int | re.RegexFlag = 0) -> "Grammar":
@@ -105,6 +108,51 @@ class Grammar:
         from .yacc import parse_yacc
 
         return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
+
+    @classmethod
+    def from_json_schema(cls, schema: Any, *, whitespace: str = "compact", property_order: str = "schema",
+                         strict: bool = True, registry: Mapping[str, Any] | None = None) -> "Grammar":
+        """JSON documents valid under ``schema``: a dict, a JSON text, or a Pydantic model class
+        (drafts 4 to 2020-12, from ``$schema``; default 2020-12).
+
+        ``whitespace``: ``"compact"`` (no whitespace, as ``json.dumps(separators=(",", ":"))``),
+        ``"pretty"`` (``json.dumps(indent=2)`` layout) or ``"flexible"`` (any JSON whitespace
+        between tokens, at most 64 characters per run, so a model cannot loop on spaces).
+        ``property_order``: ``"schema"`` (named properties in the schema's order, then any others)
+        or ``"any"`` (any order; objects with more than 8 named properties may repeat an optional
+        one, see the docs). ``strict``: raise ``SchemaError`` listing every construct that cannot be
+        enforced exactly (with its JSON pointer); with ``strict=False`` such constructs are relaxed
+        to an over-approximation and listed in ``Grammar.relaxed``. ``registry``: documents for
+        remote ``$ref``s, ``{uri: schema}``. A schema no document satisfies raises ``SchemaError``.
+        """
+        from ..errors import GrammarError, SchemaError
+        from ..json_schema import canonical_json, schema_to_ir
+        from .cfg import lower
+
+        loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
+                                  registry=registry)
+        try:
+            cfg = lower(tr.ir, warn=False)
+        except GrammarError as e:
+            if "language is empty" in e.reason:
+                raise SchemaError("no JSON document satisfies this schema", pointer="") from None
+            raise
+        options: tuple = (("whitespace", whitespace), ("property_order", property_order), ("strict", bool(strict)))
+        if registry:
+            options += (("registry", canonical_json({str(k): v for k, v in dict(registry).items()})),)
+        return cls("json_schema", canonical_json(loaded.root), 0, options, _ir=tr.ir, _cfg=cfg,
+                   _relaxed=tuple(tr.relaxed))
+
+    @classmethod
+    def json(cls, *, whitespace: str = "compact") -> "Grammar":
+        """Any JSON value (``from_json_schema(True)``)."""
+        return cls.from_json_schema(True, whitespace=whitespace)
+
+    @property
+    def relaxed(self) -> list[tuple[str, str]]:
+        """For ``from_json_schema(..., strict=False)``: ``(JSON pointer, what was relaxed)`` for
+        every construct compiled as an over-approximation."""
+        return list(self._relaxed)
 
     @classmethod
     def _composed(cls, kind: str, text: str, options: tuple, ir: GrammarIR, subs: dict) -> "Grammar":

@@ -1,1 +1,41 @@
-"""JSON Schema (drafts 4 to 2020-12) and Pydantic models as grammars (``Grammar.from_json_schema``)."""
+"""JSON Schema (drafts 4 to 2020-12) and Pydantic models as grammars (``Grammar.from_json_schema``).
+
+Pipeline: :mod:`.loader` reads the schema (dict, JSON text or Pydantic model; exact numbers; the
+draft; ``$ref`` resolution with ``referencing``), :mod:`.translate` turns it into a grammar IR
+(with :mod:`.objects`, :mod:`.arrays`, and the lexeme languages of :mod:`.strings`,
+:mod:`.numbers`, :mod:`.formats`, :mod:`.ecma`), which the grammar engine compiles like any
+other context-free grammar.
+"""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from .loader import load
+from .translate import MAX_WHITESPACE, PROPERTY_ORDERS, WHITESPACE_MODES, Translation, build_ir
+
+__all__ = ["schema_to_ir", "canonical_json", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON text of a schema, keys in their order, Decimals verbatim (the cache key)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + canonical_json(v) for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(canonical_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: str = "schema", strict: bool = True,
+                 registry: Any = None) -> tuple[Any, Translation]:
+    """``(loaded schema, translation)`` for the given options (raises SchemaError)."""
+    if whitespace not in WHITESPACE_MODES:
+        raise ValueError(f"whitespace must be one of {', '.join(map(repr, WHITESPACE_MODES))}, not {whitespace!r}")
+    if property_order not in PROPERTY_ORDERS:
+        raise ValueError(f"property_order must be one of {', '.join(map(repr, PROPERTY_ORDERS))}, "
+                         f"not {property_order!r}")
+    loaded = load(schema, registry)
+    return loaded, build_ir(loaded, whitespace=whitespace, property_order=property_order, strict=strict)

@@ -1,0 +1,337 @@
+"""Objects: the members a conjunction of schemas allows, in schema order or in any order.
+
+Every key the schemas name (``properties``, ``required``) gets its own key lexeme (the key string
+in any JSON spelling, then the colon); every other key falls in a *key class*: the strings
+matching exactly a given subset of the ``patternProperties`` patterns, minus the named keys, and
+inside ``propertyNames``. A member's value must satisfy, per schema of the conjunction, the
+``properties`` entry, else the matching patterns, else ``additionalProperties`` (and
+``unevaluatedProperties`` where nothing else applies).
+
+``property_order="schema"``: named members in the order the schemas list them (each optional
+unless required), then the other members. ``"any"``: members in any order; objects with few
+named properties track which were used (each at most once); bigger ones track only the
+required ones and let optional named keys repeat.
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SchemaError
+from ..grammar.ir import Alt, Empty, Expr, Ref, Rep, Seq
+from ..regex.ast import Node
+from .translate import MAX_ANY_ORDER_TRACKED, MAX_OBJECT_STATES, MAX_PATTERN_CLASSES, NEVER, Sub, _EncodedKey
+
+if TYPE_CHECKING:
+    from .translate import Translator
+
+__all__ = ["object_expr"]
+
+
+class _Named:
+    __slots__ = ("name", "key", "value", "required")
+
+    def __init__(self, name: str, key: Expr, value: Expr, required: bool) -> None:
+        self.name = name
+        self.key = key
+        self.value = value
+        self.required = required
+
+
+def _alt(alts: list[Expr]) -> Expr:
+    if not alts:
+        return NEVER
+    return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+
+def _int_kw(sub: Sub, kw: str) -> int | None:
+    v = sub.get(kw)
+    if v is None:
+        return None
+    from .translate import _nonneg_int
+
+    return _nonneg_int(v, sub, kw)
+
+
+def _members(v: Any, sub: Sub, name: str) -> list[Sub]:
+    """The subschemas a ``properties`` entry stands for (negations put Subs and groups there)."""
+    from .translate import _Group
+
+    if isinstance(v, Sub):
+        return [v]
+    if isinstance(v, _Group):
+        return [m for x in v.members for m in _members(x, sub, name)]
+    return [sub.child(v, "properties", name)]
+
+
+def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
+    """The object values allowed by ``conj`` (NEVER if none)."""
+    from ..automata.dfa import regex_dfa
+    from .strings import literal_string_node
+
+    subs = [s for s in conj if isinstance(s.schema, dict)]
+    names: list[str] = []
+    required: set[str] = set()
+    lo, hi = 0, None
+    patterns: list[tuple[int, str, Sub]] = []
+    for i, sub in enumerate(subs):
+        props = sub.get("properties") or {}
+        if not isinstance(props, dict):
+            raise SchemaError("properties must be an object", pointer=sub.pointer + "/properties")
+        for name in props:
+            if name not in names:
+                names.append(name)
+        req = sub.get("required") or []
+        if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+            if sub.draft == "draft4" or isinstance(req, bool):
+                req = []
+            else:
+                raise SchemaError("required must be an array of strings", pointer=sub.pointer + "/required")
+        for r in req:
+            required.add(r)
+            if r not in names:
+                names.append(r)
+        pp = sub.get("patternProperties") or {}
+        for pat, ps in pp.items():
+            patterns.append((i, pat, sub.child(ps, "patternProperties", pat)))
+        mn = _int_kw(sub, "minProperties")
+        if mn is not None:
+            lo = max(lo, mn)
+        mx = _int_kw(sub, "maxProperties")
+        if mx is not None:
+            hi = mx if hi is None else min(hi, mx)
+    if hi is not None and (hi < lo or hi < len(required)):
+        return NEVER
+    pattern_dfas = {}
+
+    def pattern_matches(pat: str, name: str, where: Sub) -> bool:
+        dfa = pattern_dfas.get(pat)
+        if dfa is None:
+            from .ecma import pattern_node
+            from ..errors import RegexError
+
+            try:
+                dfa = pattern_dfas[pat] = regex_dfa(pattern_node(pat))
+            except RegexError as e:
+                raise SchemaError(f"patternProperties: {e}", pointer=where.pointer) from None
+        return dfa.matches(name.encode("utf-8", "surrogatepass"))
+
+    name_langs = [tr.key_language(sub.child(sub.get("propertyNames"), "propertyNames"))
+                  for sub in subs if "propertyNames" in sub.schema]
+    if any(lang is NEVER for lang in name_langs):
+        return NEVER if required or lo > 0 else tr.empty("{}", depth)
+
+    def covered(sub: Sub, name: str | None, chosen: list[int] | None) -> list[Sub]:
+        """The schemas one subschema imposes on the value of key ``name`` (or a key class)."""
+        props = sub.get("properties") or {}
+        if name is not None and name in props:
+            return _members(props[name], sub, name)
+        idx = subs.index(sub)
+        if name is not None:
+            pats = [p for (i, pat, p) in patterns if i == idx and pattern_matches(pat, name, p)]
+        else:
+            pats = [patterns[j][2] for j in (chosen or []) if patterns[j][0] == idx]
+        if pats:
+            return pats
+        if "additionalProperties" in sub.schema:
+            return [sub.child(sub.schema["additionalProperties"], "additionalProperties")]
+        return []
+
+    def value_conj(name: str | None, chosen: list[int] | None) -> tuple[Sub, ...]:
+        out: list[Sub] = []
+        for sub in subs:
+            out.extend(covered(sub, name, chosen))
+        for schema, cover in uneval:
+            if not any(covered(s, name, chosen) for s in cover):
+                out.append(schema)
+        return tuple(out)
+
+    uneval = tr.unevaluated(subs, "unevaluatedProperties")
+    named: list[_Named] = []
+    for name in names:
+        allowed = True
+        text = json.dumps(name, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        for lang in name_langs:
+            if not tr.dfa(lang).matches(text):
+                allowed = False
+        value = tr.value(value_conj(name, None), depth + 1) if allowed else NEVER
+        if value is NEVER and name in required:
+            return NEVER
+        key = tr.term(tr.key_node(_EncodedKey(literal_string_node(name))), "KEY_" + name)
+        named.append(_Named(name, key, value, name in required))
+
+    extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth)
+    if tr.property_order == "any":
+        return _any_order(tr, named, extras, lo, hi, depth, subs[0].pointer if subs else "")
+    return _schema_order(tr, named, extras, lo, hi, depth, subs[0].pointer if subs else "")
+
+
+def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
+                   value_conj: Any, depth: int) -> list[Expr]:
+    """One member expression (key class lexeme + value) per key class that allows some value."""
+    from ..automata.boolean import difference, intersect, is_empty
+    from ..regex.ast import Alt as RxAlt
+    from .ecma import pattern_node
+    from .strings import any_string_node, literal_string_node, string_node
+
+    if len(patterns) > MAX_PATTERN_CLASSES:
+        tr.unsupported(subs[0].pointer + "/patternProperties",
+                       f"more than {MAX_PATTERN_CLASSES} patternProperties patterns in one object (keys matching "
+                       f"several of them are checked against one pattern only)")
+    out: list[Expr] = []
+    n = len(patterns)
+    classes = [[j] for j in range(n)] + [[]] if n > MAX_PATTERN_CLASSES else \
+        [[j for j in range(n) if mask >> j & 1] for mask in range(1 << n)]
+    exclude = [literal_string_node(nm) for nm in names]
+    exclude_node = None if not exclude else exclude[0] if len(exclude) == 1 else RxAlt(tuple(exclude))
+    for chosen in classes:
+        value = tr.value(value_conj(None, chosen), depth + 1)
+        if value is NEVER:
+            continue
+        parts = [string_node(pattern_node(patterns[j][1])) for j in chosen] + list(name_langs)
+        node = intersect(*parts) if len(parts) > 1 else parts[0] if parts else any_string_node()
+        if n <= MAX_PATTERN_CLASSES:
+            for j in range(n):
+                if j not in chosen:
+                    node = difference(node, string_node(pattern_node(patterns[j][1])))
+        if exclude_node is not None:
+            node = tr.cached_difference(node, exclude_node)
+        if is_empty(node):
+            continue
+        key = tr.term(tr.key_node(_EncodedKey(node)), "KEY")
+        out.append(Seq((key, tr.ws(), tr.member_value(value))))
+    return out
+
+
+def _schema_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
+                  pointer: str) -> Expr:
+    n = len(named)
+    counting = lo > 0 or hi is not None
+    cap = max(lo, (hi + 1) if hi is not None else 0, 1) if counting else 1
+    if counting and (n + 1) * (cap + 1) > MAX_OBJECT_STATES:
+        tr.unsupported(pointer, "minProperties/maxProperties too large to enforce with this many properties "
+                       "(not checked)")
+        counting, cap, lo, hi = False, 1, 0, None
+    memo: dict[tuple[int, int], Expr] = {}
+    extra = _alt(extras) if extras else NEVER
+
+    def sep(c: int) -> tuple[Expr, ...]:
+        return (tr.sep(depth),) if c > 0 else ()
+
+    def member(m: _Named) -> Expr:
+        return Seq((m.key, tr.ws(), tr.member_value(m.value)))
+
+    def tail(c: int) -> Expr:
+        """Extra members after the named ones; ``c`` members so far (c == 0: at least one)."""
+        alts: list[Expr] = []
+        if c > 0 and c >= lo:
+            alts.append(Empty())
+        if extra is NEVER:
+            return _alt(alts)
+        if not counting or (hi is None and c >= lo):
+            more = Rep(Seq((tr.sep(depth), extra)), 0, None)
+            return Seq((extra, more)) if c == 0 else _alt([Empty(), Seq((tr.sep(depth), extra, more))]) \
+                if c >= lo else NEVER
+        if hi is None or c < hi:
+            nxt = chain(n, min(c + 1, cap))
+            if nxt is not NEVER:
+                alts.append(Seq((*sep(c), extra, nxt)))
+        return _alt(alts)
+
+    def chain(i: int, c: int) -> Expr:
+        key = (i, c)
+        if key in memo:
+            return memo[key]
+        name = tr.new_rule(f"obj_{i}_{c}")
+        memo[key] = Ref(name)
+        if i == n:
+            body = tail(c)
+        else:
+            m = named[i]
+            alts: list[Expr] = []
+            if m.value is not NEVER and (hi is None or c < hi):
+                nxt = chain(i + 1, min(c + 1, cap))
+                if nxt is not NEVER:
+                    alts.append(Seq((*sep(c), member(m), nxt)))
+            if not m.required:
+                nxt = chain(i + 1, c)
+                if nxt is not NEVER:
+                    alts.append(nxt)
+            body = _alt(alts)
+        if body is NEVER or not isinstance(body, Alt):
+            del tr.rules[name]
+            memo[key] = body
+            return body
+        tr.define(name, body)
+        return Ref(name)
+
+    can_be_empty = lo == 0 and not any(m.required for m in named)
+    body = chain(0, 0)
+    alts = []
+    if can_be_empty:
+        alts.append(tr.empty("{}", depth))
+    if body is not NEVER:
+        alts.append(Seq((tr.open_("{", depth), body, tr.close("}", depth))))
+    return _alt(alts)
+
+
+def _any_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
+               pointer: str) -> Expr:
+    n = len(named)
+    if n <= MAX_ANY_ORDER_TRACKED:
+        tracked = [i for i in range(n)]
+    else:
+        tracked = [i for i in range(n) if named[i].required]
+        if len(tracked) > MAX_ANY_ORDER_TRACKED:
+            tr.unsupported(pointer, f"property_order='any' with more than {MAX_ANY_ORDER_TRACKED} required "
+                           f"properties: required properties are not enforced")
+            tracked = []
+    bit = {i: 1 << k for k, i in enumerate(tracked)}
+    need = sum(bit[i] for i in tracked if named[i].required)
+    untracked_required = any(m.required and i not in bit for i, m in enumerate(named))
+    counting = lo > 0 or hi is not None
+    cap = max(lo, (hi + 1) if hi is not None else 0, 1) if counting else 1
+    if (1 << len(tracked)) * (cap + 1) > MAX_OBJECT_STATES:
+        tr.unsupported(pointer, "minProperties/maxProperties too large to enforce in any order (not checked)")
+        counting, cap, lo, hi = False, 1, 0, None
+    memo: dict[tuple[int, int], Expr] = {}
+
+    def state(mask: int, c: int) -> Expr:
+        key = (mask, c)
+        if key in memo:
+            return memo[key]
+        name = tr.new_rule(f"obj_any_{mask}_{c}")
+        memo[key] = Ref(name)
+        alts: list[Expr] = []
+        if c > 0 and mask & need == need and c >= lo:
+            alts.append(Empty())
+        if hi is None or c < hi:
+            s = (tr.sep(depth),) if c > 0 else ()
+            nc = min(c + 1, cap)
+            for i, m in enumerate(named):
+                if m.value is NEVER or (i in bit and mask & bit[i]):
+                    continue
+                nxt = state(mask | bit.get(i, 0), nc)
+                if nxt is not NEVER:
+                    alts.append(Seq((*s, m.key, tr.ws(), tr.member_value(m.value), nxt)))
+            if extras:
+                nxt = state(mask, nc)
+                if nxt is not NEVER:
+                    for x in extras:
+                        alts.append(Seq((*s, x, nxt)))
+        body = _alt(alts)
+        if body is NEVER:
+            del tr.rules[name]
+            memo[key] = NEVER
+            return NEVER
+        tr.define(name, body)
+        return Ref(name)
+
+    can_be_empty = lo == 0 and need == 0 and not untracked_required
+    body = state(0, 0)
+    alts: list[Expr] = []
+    if can_be_empty:
+        alts.append(tr.empty("{}", depth))
+    if body is not NEVER:
+        alts.append(Seq((tr.open_("{", depth), body, tr.close("}", depth))))
+    return _alt(alts)

@@ -1,0 +1,1114 @@
+"""JSON Schema -> grammar IR.
+
+A schema position is translated as a *conjunction* of subschemas (``allOf`` members, ``$ref``
+targets, the branches chosen so far). Combinators are first expanded into a disjunction of such
+conjunctions (``anyOf``/``oneOf`` branches, ``if``/``then``/``else``, ``dependentSchemas``), then
+each conjunction is split by JSON type and every type is built from the keywords of all members:
+
+* strings, numbers, booleans and null become one lexeme each (a regex terminal: the escape-aware
+  language of the string values, the exact decimal range, ...);
+* objects and arrays become rules over key and punctuation lexemes.
+
+Each conjunction gets one rule (memoised), so recursive schemas give recursive rules. What cannot
+be enforced is collected with its JSON pointer: in strict mode it is an error, otherwise it is
+relaxed (an over-approximation) and reported in ``relaxed``.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from ..errors import RegexError, SchemaError
+from ..grammar.cfg import literal_node
+from ..grammar.ir import Alt, Empty, Expr, GrammarIR, Ref, Rep, RuleDef, Seq, TerminalDef
+from ..regex.ast import CharClass, Concat, Node, Repeat
+from .loader import Loaded, escape_pointer, lookup
+
+__all__ = ["build_ir", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
+
+WHITESPACE_MODES = ("compact", "pretty", "flexible")
+PROPERTY_ORDERS = ("schema", "any")
+MAX_WHITESPACE = 64
+"""Longest whitespace run between two tokens with ``whitespace="flexible"``."""
+PRETTY_INDENT = 2
+PRETTY_MAX_DEPTH = 32
+"""With ``whitespace="pretty"``, nesting deeper than this keeps this depth's indentation."""
+MAX_ALTERNATIVES = 256
+"""Most alternatives one schema position may expand into (anyOf x oneOf x if/then/else ...)."""
+MAX_OBJECT_STATES = 4096
+MAX_ANY_ORDER_TRACKED = 8
+"""With ``property_order="any"``: objects with at most this many properties are exact (each at
+most once); bigger ones track only required properties (if at most this many) and let optional
+ones repeat."""
+MAX_UNIQUE_DOMAIN = 8
+MAX_PATTERN_CLASSES = 5
+
+TYPES = ("null", "boolean", "object", "array", "number", "string")
+_JSON_TYPES = set(TYPES) | {"integer"}
+
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly", "$comment",
+    "contentEncoding", "contentMediaType", "contentSchema", "$schema", "$id", "id", "$anchor",
+    "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions", "format",
+}
+_STRING_KW = {"minLength", "maxLength", "pattern", "format"}
+_NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+_OBJECT_KW = {
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+    "maxProperties", "unevaluatedProperties",
+}
+_ARRAY_KW = {
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
+    "uniqueItems", "unevaluatedItems",
+}
+_COMBINATORS = {"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                "dependentSchemas", "dependentRequired", "dependencies"}
+KNOWN = ANNOTATIONS | _STRING_KW | _NUMBER_KW | _OBJECT_KW | _ARRAY_KW | _COMBINATORS | {"type", "enum", "const"}
+
+
+class _Never:
+    """No value satisfies this (an empty language)."""
+
+    def __repr__(self) -> str:
+        return "NEVER"
+
+
+NEVER: Any = _Never()
+
+
+class Sub:
+    """One member of a conjunction: a subschema with the resolver of its resource and its pointer."""
+
+    __slots__ = ("schema", "resolver", "pointer", "draft", "scope", "entered")
+
+    def __init__(self, schema: Any, resolver: Any, pointer: str, draft: str, scope: tuple = (),
+                 entered: bool = False) -> None:
+        self.schema = schema
+        self.resolver = resolver
+        self.pointer = pointer
+        self.draft = draft
+        self.entered = entered
+        """The resolver is already inside this subschema's own resource (a $ref target)."""
+        self.scope = scope
+        """Keys of the subschemas this one was reached from in place (allOf, $ref, branches), for
+        the scope of ``unevaluated*``."""
+
+    @property
+    def key(self) -> tuple:
+        s = self.schema
+        return (id(s) if isinstance(s, (dict, list)) else repr(s), str(self.resolver._base_uri))
+
+    def child(self, schema: Any, *path: str | int) -> "Sub":
+        ptr = self.pointer + "".join("/" + escape_pointer(str(p)) for p in path)
+        return Sub(schema, self.resolver, ptr, self.draft)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.schema.get(key, default) if isinstance(self.schema, dict) else default
+
+
+class Translation:
+    """The result: a grammar IR plus what was relaxed and noted."""
+
+    def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str]) -> None:
+        self.ir = ir
+        self.relaxed = relaxed
+        self.notes = notes
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, Decimal)) and isinstance(b, (int, Decimal)):
+        return Decimal(a) == Decimal(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _type_of(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, Decimal)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    raise TypeError(type(v).__name__)
+
+
+def _is_integral(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, Decimal) and v == v.to_integral_value()
+
+
+def _sanitize(hint: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_").upper()
+    return s[:40] or "T"
+
+
+class Translator:
+    """Builds the IR for one loaded schema (see the module docstring)."""
+
+    def __init__(self, loaded: Loaded, whitespace: str, property_order: str, strict: bool) -> None:
+        self.loaded = loaded
+        self.whitespace = whitespace
+        self.property_order = property_order
+        self.strict = strict
+        self.rules: dict[str, RuleDef] = {}
+        self.terminals: dict[str, TerminalDef] = {}
+        self._term_names: dict[Node, str] = {}
+        self._memo: dict[tuple, Expr] = {}
+        self._in_progress: set[tuple] = set()
+        self.problems: list[tuple[str, str]] = []  # unsupported: errors in strict mode
+        self.notes: list[str] = []
+        self._counter = itertools.count()
+        self._dfa_cache: dict[Node, Any] = {}
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def unsupported(self, pointer: str, message: str) -> None:
+        item = (pointer, message)
+        if item not in self.problems:
+            self.problems.append(item)
+
+    def note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
+
+    # -- terminals and layout ----------------------------------------------------------------
+
+    def term(self, node: Node, hint: str) -> Ref:
+        """The terminal for regex tree ``node`` (one per distinct tree)."""
+        name = self._term_names.get(node)
+        if name is None:
+            base = _sanitize(hint)
+            name = base
+            while name in self.terminals or name in self.rules:
+                name = f"{base}_{next(self._counter)}"
+            self.terminals[name] = TerminalDef(name, node)
+            self._term_names[node] = name
+        return Ref(name)
+
+    def lit(self, text: str) -> Ref:
+        hint = {"{": "LBRACE", "}": "RBRACE", "[": "LSQB", "]": "RSQB", ",": "COMMA", ":": "COLON"}.get(
+            text.strip(), text.strip() or "WS")
+        return self.term(literal_node(text), hint)
+
+    def ws(self) -> Expr:
+        """Optional whitespace (flexible mode only)."""
+        if self.whitespace != "flexible":
+            return Empty()
+        ws = Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 1, MAX_WHITESPACE)
+        return Rep(self.term(ws, "WS"), 0, 1)
+
+    def _indent(self, depth: int) -> str:
+        return "\n" + " " * (PRETTY_INDENT * min(depth, PRETTY_MAX_DEPTH))
+
+    def open_(self, ch: str, depth: int) -> Expr:
+        if self.whitespace == "pretty":
+            return self.lit(ch + self._indent(depth + 1))
+        return Seq((self.lit(ch), self.ws()))
+
+    def sep(self, depth: int) -> Expr:
+        if self.whitespace == "pretty":
+            return self.lit("," + self._indent(depth + 1))
+        return Seq((self.lit(","), self.ws()))
+
+    def close(self, ch: str, depth: int) -> Expr:
+        if self.whitespace == "pretty":
+            return self.lit(self._indent(depth) + ch)
+        return self.lit(ch)
+
+    def empty(self, pair: str, depth: int) -> Expr:
+        if self.whitespace == "flexible":
+            return Seq((self.lit(pair[0]), self.ws(), self.lit(pair[1])))
+        return self.lit(pair)
+
+    def member_value(self, value: Expr) -> Expr:
+        """A value inside a container (followed by optional whitespace in flexible mode)."""
+        return Seq((value, self.ws())) if self.whitespace == "flexible" else value
+
+    def key_node(self, key: Node) -> Node:
+        """A key lexeme: the key string then the colon (and the whitespace around it)."""
+        from .strings import string_node
+
+        s = string_node(key) if not isinstance(key, _EncodedKey) else key.node
+        if self.whitespace == "pretty":
+            colon: Node = literal_node(": ")
+        elif self.whitespace == "flexible":
+            colon = Concat((Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, MAX_WHITESPACE), literal_node(":")))
+        else:
+            colon = literal_node(":")
+        return Concat((s, colon))
+
+    # -- rules -------------------------------------------------------------------------------
+
+    def new_rule(self, hint: str) -> str:
+        base = "r_" + re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[:40].lower()
+        name = base
+        while name in self.rules or name in self.terminals:
+            name = f"{base}_{next(self._counter)}"
+        self.rules[name] = RuleDef(name, Empty())  # placeholder until defined (recursion)
+        return name
+
+    def define(self, name: str, body: Expr) -> None:
+        self.rules[name] = RuleDef(name, body)
+
+    # -- values ------------------------------------------------------------------------------
+
+    def value(self, conj: tuple[Sub, ...], depth: int) -> Expr:
+        """The expression for a value satisfying every member of ``conj`` (NEVER if none can)."""
+        dkey = min(depth, PRETTY_MAX_DEPTH) if self.whitespace == "pretty" else 0
+        key = (tuple(s.key for s in conj), dkey)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        hint = conj[-1].pointer.rsplit("/", 1)[-1] if conj else "any"
+        name = self.new_rule(hint or "root")
+        self._memo[key] = Ref(name)
+        body = self._value_body(conj, depth)
+        if body is NEVER:
+            self._memo[key] = NEVER
+            del self.rules[name]
+            return NEVER
+        self.define(name, body)
+        return Ref(name)
+
+    def _value_body(self, conj: tuple[Sub, ...], depth: int) -> Expr:
+        alts = []
+        for branch in self.expand(list(conj)):
+            e = self.typed(branch, depth)
+            if e is not NEVER:
+                alts.append(e)
+        if not alts:
+            return NEVER
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+    # -- combinators -> disjunction of conjunctions -------------------------------------------
+
+    def expand(self, conj: list[Sub]) -> list[list[Sub]]:
+        """Disjunctive normal form: a list of conjunctions without combinators."""
+        out: list[list[Sub]] = []
+        self._expand(conj, [], out, 0)
+        return out
+
+    def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int,
+                branched: bool = False) -> None:
+        if steps > 20_000:
+            raise SchemaError("the schema's combinators expand too far (an allOf/$ref loop?)",
+                              pointer=done[-1].pointer if done else "")
+        while todo:
+            item = todo.pop(0)
+            steps += 1
+            if isinstance(item, _BranchSet):
+                for option in item.options:
+                    members = option.members if isinstance(option, _Group) else [option]
+                    self._expand(list(members) + todo, list(done), out, steps, branched or len(item.options) > 1)
+                    if len(out) > MAX_ALTERNATIVES:
+                        raise SchemaError(f"the combinators here expand into more than {MAX_ALTERNATIVES} "
+                                          f"alternatives", pointer=done[-1].pointer if done else "")
+                return
+            if isinstance(item, _Group):
+                todo = list(item.members) + todo
+                continue
+            sub = item
+            s = sub.schema
+            if isinstance(s, _NotSchema):
+                done.append(sub)
+                continue
+            if s is True or (isinstance(s, dict) and not s):
+                continue
+            if s is False:
+                return
+            if not isinstance(s, dict):
+                raise SchemaError(f"a schema must be an object or a boolean, not {type(s).__name__}",
+                                  pointer=sub.pointer)
+            if any(sub.key == d.key for d in done):
+                continue  # the same subschema twice (a $ref cycle through allOf): once is enough
+            scope = sub.scope
+            sub = self._enter(sub)
+            sub.scope = scope
+            s = sub.schema
+            extra: list[Any] = []
+            for kw in ("$ref", "$dynamicRef", "$recursiveRef"):
+                if kw not in s:
+                    continue
+                extra.append(self._deref(sub, kw))
+                if sub.draft in ("draft4", "draft6", "draft7") and kw == "$ref":
+                    s = {}  # before 2019-09, keywords beside $ref are ignored
+                    sub = Sub(s, sub.resolver, sub.pointer, sub.draft, sub.scope)
+                    break
+            for i, member in enumerate(_list(s["allOf"], sub, "allOf") if "allOf" in s else ()):
+                extra.append(sub.child(member, "allOf", i))
+            branches: list[list[Any]] = []
+            if "anyOf" in s:
+                branches.append([sub.child(m, "anyOf", i) for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
+            if "oneOf" in s:
+                members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
+                if not self._pairwise_disjoint(members):
+                    self.unsupported(sub.pointer + "/oneOf",
+                                     "oneOf whose branches may overlap (enforced as anyOf: a value matching "
+                                     "several branches is not rejected)")
+                branches.append(members)
+            if "if" in s and ("then" in s or "else" in s):
+                cond = sub.child(s["if"], "if")
+                then = sub.child(s.get("then", True), "then")
+                els = sub.child(s.get("else", True), "else")
+                neg = self.negate(cond)
+                if neg is None:
+                    self.unsupported(sub.pointer + "/if", "if/then/else whose 'if' cannot be negated "
+                                     "(enforced as: (if and then) or else)")
+                    branches.append([_Group([cond, then]), els])
+                else:
+                    branches.append([_Group([cond, then])] + [_Group([n, els]) for n in neg])
+            branches.extend(self._dependencies(sub))
+            if "not" in s:
+                neg = self.negate(sub.child(s["not"], "not"))
+                if neg is None:
+                    self.unsupported(sub.pointer + "/not", "'not' of this schema cannot be enforced (ignored)")
+                elif not neg:
+                    return
+                else:
+                    branches.append(neg)
+            done.append(sub)
+            scope = sub.scope + (sub.key,)
+            _set_scope(extra, scope)
+            for b in branches:
+                _set_scope(b, scope)
+            todo = extra + [_BranchSet(b) for b in branches] + todo
+        out.append(_Conj(done, branched))
+
+    def _enter(self, sub: Sub) -> Sub:
+        """Switch to the resource (and draft) a subschema with its own ``$id``/``$schema`` starts."""
+        s = sub.schema
+        spec = self.loaded.spec_of(s)
+        sid = spec.id_of(s) if isinstance(s, dict) else None
+        if sub.entered:
+            return sub
+        if isinstance(s, dict) and (sid or "$schema" in s):
+            try:
+                resolver = sub.resolver.in_subresource(spec.create_resource(s))
+            except Exception:  # noqa: BLE001
+                resolver = sub.resolver
+            draft = self._draft_name(spec)
+            return Sub(s, resolver, sub.pointer, draft)
+        return sub
+
+    def _draft_name(self, spec: Any) -> str:
+        from .loader import _SPECS
+
+        for name, sp in _SPECS.items():
+            if sp is spec:
+                return name
+        return self.loaded.draft
+
+    def _deref(self, sub: Sub, kw: str) -> Sub:
+        ref = sub.schema[kw]
+        if not isinstance(ref, str):
+            raise SchemaError(f"{kw} must be a string", pointer=sub.pointer + "/" + kw)
+        if kw != "$ref":
+            self.unsupported(sub.pointer + "/" + kw, f"{kw} is resolved statically (like $ref); dynamic scoping "
+                             "is not supported")
+        if kw == "$recursiveRef":
+            ref = "#" if ref == "#" else ref
+        resolved = lookup(sub.resolver, ref, sub.pointer + "/" + kw)
+        target = resolved.contents
+        ptr = ref if ref.startswith("#") else ref
+        spec = self.loaded.spec_of(target)
+        draft = self._draft_name(spec) if isinstance(target, dict) and "$schema" in target else sub.draft
+        return Sub(target, resolved.resolver, ptr, draft, entered=True)
+
+    def _dependencies(self, sub: Sub) -> list[list[Any]]:
+        """``dependentRequired``/``dependentSchemas`` (and draft 7 ``dependencies``) as branches:
+        the property is absent, or it is present and the dependency holds."""
+        s = sub.schema
+        out: list[list[Any]] = []
+        items: list[tuple[str, Any, str]] = []
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            d = s.get(kw)
+            if d is None:
+                continue
+            if not isinstance(d, dict):
+                raise SchemaError(f"{kw} must be an object", pointer=f"{sub.pointer}/{kw}")
+            for name, dep in d.items():
+                items.append((name, dep, kw))
+        for name, dep, kw in items:
+            where = sub.child(dep, kw, name)
+            absent = sub.child({"properties": {name: False}}, kw, name)
+            if isinstance(dep, list):
+                present = sub.child({"required": [name, *dep]}, kw, name)
+                out.append([absent, present])
+            else:
+                present = _Group([sub.child({"required": [name]}, kw, name), where])
+                out.append([absent, present])
+        return out
+
+    # -- negation ----------------------------------------------------------------------------
+
+    def negate(self, sub: Sub) -> list[Sub] | None:
+        """Schemas whose union is the complement of ``sub`` (None: not decidable here)."""
+        s = sub.schema
+        if s is True:
+            return []
+        if s is False:
+            return [sub.child(True)]
+        if not isinstance(s, dict):
+            return None
+        sub = self._enter(sub)
+        if "$ref" in s:
+            others = {k: v for k, v in s.items() if k != "$ref" and k not in ANNOTATIONS}
+            if others and sub.draft not in ("draft4", "draft6", "draft7"):
+                return None
+            return self.negate(self._deref(sub, "$ref"))
+        keys = {k for k in s if k not in ANNOTATIONS or k == "format"}
+        if "anyOf" in keys and keys <= {"anyOf"}:
+            # not (A or B) = not A and not B: only when each negation is a single schema
+            negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
+            if any(n is None or len(n) != 1 for n in negs):
+                return None
+            return [_Group([n[0] for n in negs])]  # type: ignore[index]
+        if "allOf" in keys and keys <= {"allOf"}:
+            out: list[Any] = []
+            for i, m in enumerate(s["allOf"]):
+                n = self.negate(sub.child(m, "allOf", i))
+                if n is None:
+                    return None
+                out.extend(n)
+            return out
+        if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
+            return [sub.child({"not": s}, "not")._as_not()]
+        if keys <= {"type", "properties", "required"}:
+            out = []
+            if "type" in s:
+                out.append(sub.child({"not": {"type": s["type"]}})._as_not())
+                types = s["type"] if isinstance(s["type"], list) else [s["type"]]
+                if "object" not in types:
+                    return out
+            for r in s.get("required", []):
+                out.append(sub.child({"type": "object", "properties": {r: False}}, "required"))
+            for p, ps in (s.get("properties") or {}).items():
+                negs = self.negate(sub.child(ps, "properties", p))
+                if negs is None:
+                    return None
+                for n in negs:
+                    out.append(_Group([sub.child({"type": "object", "required": [p]}, "properties", p),
+                                       sub.child({"type": "object", "properties": {p: n}}, "properties", p)]))
+            return out
+        return None
+
+    def _pairwise_disjoint(self, members: list[Sub]) -> bool:
+        sigs = [self._signature(m) for m in members]
+        for a, b in itertools.combinations(sigs, 2):
+            if a is None or b is None:
+                return False
+            ta, ca = a
+            tb, cb = b
+            if not (ta & tb):
+                continue
+            common = set(ca) & set(cb)
+            if any(not any(_json_equal(x, y) for x in ca[p] for y in cb[p]) for p in common):
+                continue
+            return False
+        return True
+
+    def _signature(self, sub: Sub) -> tuple[set[str], dict[str, list[Any]]] | None:
+        """(possible types, {required property: its possible const values}) of a branch, for the
+        oneOf disjointness check; None when unknown."""
+        s = sub.schema
+        if not isinstance(s, dict):
+            return None
+        if "$ref" in s:
+            try:
+                return self._signature(self._deref(sub, "$ref"))
+            except SchemaError:
+                return None
+        types = _type_set(s)
+        if types is None:
+            return None
+        if "const" in s:
+            types &= {_type_of(s["const"])} | ({"integer"} if _is_integral(s["const"]) else set())
+        consts: dict[str, list[Any]] = {}
+        req = set(s.get("required") or [])
+        for p, ps in (s.get("properties") or {}).items():
+            if p in req and isinstance(ps, dict):
+                if "const" in ps:
+                    consts[p] = [ps["const"]]
+                elif "enum" in ps and isinstance(ps["enum"], list):
+                    consts[p] = list(ps["enum"])
+        return types, consts
+
+    # -- per type ----------------------------------------------------------------------------
+
+    def typed(self, conj: list[Sub], depth: int) -> Expr:
+        """A conjunction without combinators, split by type."""
+        types = set(_JSON_TYPES)
+        consts: list[Any] | None = None
+        nots: list[Sub] = []
+        plain: list[Sub] = _Conj([], getattr(conj, "branched", False))
+        for sub in conj:
+            s = sub.schema
+            if isinstance(s, _NotSchema):
+                nots.append(sub)
+                continue
+            self._check_keywords(sub)
+            plain.append(sub)
+            t = _type_set(s)
+            if t is None:
+                raise SchemaError("'type' must be a type name or a list of them", pointer=sub.pointer + "/type")
+            types &= t
+            for kw in ("const", "enum"):
+                if kw in s:
+                    vals = [s["const"]] if kw == "const" else _list(s["enum"], sub, "enum")
+                    consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+        for n in nots:  # a negated schema that accepts every value of a type excludes that type
+            for t in list(types):
+                if _covers_type(n.schema.inner, t):
+                    types.discard(t)
+        alts: list[Expr] = []
+        for t in TYPES:
+            integer = t == "number" and "number" not in types
+            if t not in types and not (t == "number" and "integer" in types):
+                continue
+            if consts is not None:
+                vals = [v for v in consts if _type_of(v) == t and (not integer or _is_integral(v))]
+                if not vals:
+                    continue
+                e = self.const_values(t, vals, plain, nots, depth, integer)
+            else:
+                e = self.type_expr(t, integer, plain, nots, depth)
+            if e is not NEVER:
+                alts.append(e)
+        if not alts:
+            return NEVER
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+    def _check_keywords(self, sub: Sub) -> None:
+        s = sub.schema
+        for k in s:
+            if k in KNOWN or k.startswith("x-"):
+                continue
+            if k in ("unevaluatedProperties", "unevaluatedItems"):
+                continue
+            # unknown keywords are annotations per the spec: ignored
+        if sub.draft == "draft4":
+            for k in ("exclusiveMinimum", "exclusiveMaximum"):
+                if k in s and not isinstance(s[k], bool):
+                    raise SchemaError(f"{k} must be a boolean in draft 4", pointer=f"{sub.pointer}/{k}")
+
+    def type_expr(self, t: str, integer: bool, conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
+        if t == "null":
+            return NEVER if self._excluded_literal(None, nots) else self.lit("null")
+        if t == "boolean":
+            opts = [self.lit(w) for w, v in (("true", True), ("false", False)) if not self._excluded_literal(v, nots)]
+            return NEVER if not opts else opts[0] if len(opts) == 1 else Alt(tuple(opts))
+        if t == "string":
+            node = self.string_language(conj, nots)
+            return NEVER if node is NEVER else self.term(node, "STRING")
+        if t == "number":
+            node = self.number_language(conj, nots, integer)
+            return NEVER if node is NEVER else self.term(node, "INTEGER" if integer else "NUMBER")
+        if t == "object":
+            from .objects import object_expr
+
+            return object_expr(self, conj, nots, depth)
+        if t == "array":
+            from .arrays import array_expr
+
+            return array_expr(self, conj, nots, depth)
+        raise AssertionError(t)
+
+    def _excluded_literal(self, v: Any, nots: list[Sub]) -> bool:
+        for n in nots:
+            inner = n.schema.inner
+            if _schema_accepts_primitive(inner, v):
+                return True
+        return False
+
+    def unevaluated(self, subs: list[Sub], kw: str, also: str = "") -> list[tuple[Sub, list[Sub]]]:
+        """``(unevaluated* schema, the subschemas in its scope)`` pairs: the schema applies to the
+        keys (items) none of those covers. Relaxed (ignored, reported) where a branch below it
+        (anyOf/oneOf/if/not/dependentSchemas, or ``also``: ``contains``) may evaluate more than the
+        chosen one shows."""
+        out: list[tuple[Sub, list[Sub]]] = []
+        for u in subs:
+            if kw not in u.schema or u.schema[kw] is True:
+                continue
+            cover = [s for s in subs if s is u or u.key in s.scope]
+            if any(s is not u and kw in s.schema and s.schema[kw] is not False for s in cover):
+                continue  # a nested unevaluated* evaluates everything it sees
+            branching = ("anyOf", "oneOf", "if", "not", "dependentSchemas", "dependencies") + ((also,) if also else ())
+            if any(k in s.schema for s in cover for k in branching):
+                self.unsupported(u.pointer + "/" + kw, f"{kw} over branches (anyOf/oneOf/if/not/dependentSchemas"
+                                 f"{'/' + also if also else ''}) is not checked")
+                continue
+            out.append((u.child(u.schema[kw], kw), cover))
+        return out
+
+    # -- helpers for objects -----------------------------------------------------------------
+
+    def dfa(self, node: Node) -> Any:
+        """The byte DFA of ``node`` (cached per translation)."""
+        from ..automata.dfa import regex_dfa
+
+        d = self._dfa_cache.get(node)
+        if d is None:
+            d = self._dfa_cache[node] = regex_dfa(node)
+        return d
+
+    def cached_difference(self, node: Node, exclude: Node) -> Node:
+        from ..automata.boolean import difference
+
+        return _cached_difference(node, exclude, difference)
+
+    def key_language(self, sub: Sub) -> Node | Any:
+        """The JSON string texts a ``propertyNames`` schema allows as keys (NEVER: none)."""
+        from ..regex.ast import Alt as RxAlt
+        from .strings import any_string_node
+
+        if sub.schema is True:
+            return any_string_node()
+        langs: list[Node] = []
+        for branch in self.expand([sub]):
+            plain = [b for b in branch if not isinstance(b.schema, _NotSchema)]
+            nots = [b for b in branch if isinstance(b.schema, _NotSchema)]
+            types = set(_JSON_TYPES)
+            consts = None
+            for b in plain:
+                types &= _type_set(b.schema) or set()
+                for kw in ("const", "enum"):
+                    if kw in b.schema:
+                        vals = [b.schema["const"]] if kw == "const" else b.schema["enum"]
+                        consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+            if "string" not in types or any(_covers_type(n.schema.inner, "string") for n in nots):
+                continue
+            lang = self.string_language(plain, nots)
+            if lang is NEVER:
+                continue
+            if consts is not None:
+                from ..automata.boolean import intersect, is_empty
+
+                lits = [self._string_literal(v) for v in _dedupe(consts) if isinstance(v, str)]
+                if not lits:
+                    continue
+                lang = intersect(lits[0] if len(lits) == 1 else RxAlt(tuple(lits)), lang)
+                if is_empty(lang):
+                    continue
+            langs.append(lang)
+        if not langs:
+            return NEVER
+        return langs[0] if len(langs) == 1 else RxAlt(tuple(langs))
+
+    # -- primitive languages -----------------------------------------------------------------
+
+    def string_language(self, conj: list[Sub], nots: list[Sub]) -> Node | Any:
+        """The JSON string texts (quotes included) allowed by the string keywords of ``conj``."""
+        from ..automata.boolean import difference, intersect, is_empty
+        from .strings import any_string_node, string_node
+
+        parts: list[Node] = []
+        for sub in conj:
+            p = self._string_parts(sub.schema, sub)
+            if p is NEVER:
+                return NEVER
+            parts.extend(p)
+        node = intersect(*parts) if len(parts) > 1 else parts[0] if parts else any_string_node()
+        for n in nots:
+            inner = n.schema.inner
+            t = _type_set(inner)
+            if t is not None and "string" not in t:
+                continue
+            ex = self._string_parts(inner, n)
+            if ex is NEVER:
+                continue
+            excl = intersect(*ex) if len(ex) > 1 else ex[0] if ex else any_string_node()
+            if "enum" in inner or "const" in inner:
+                vals = [inner["const"]] if "const" in inner else inner["enum"]
+                lits = [self._string_literal(v) for v in vals if isinstance(v, str)]
+                if not lits:
+                    continue
+                from ..regex.ast import Alt as RxAlt
+                lit_node = lits[0] if len(lits) == 1 else RxAlt(tuple(lits))
+                excl = intersect(excl, lit_node)
+            node = difference(node, excl)
+        if is_empty(node):
+            return NEVER
+        return node
+
+    def _string_literal(self, v: str) -> Node:
+        from .strings import literal_string_node
+
+        return literal_string_node(v)
+
+    def _string_parts(self, s: dict, sub: Sub) -> list[Node] | Any:
+        from .strings import length_node, string_node
+
+        parts: list[Node] = []
+        lo = s.get("minLength")
+        hi = s.get("maxLength")
+        if lo is not None or hi is not None:
+            lo_i = _nonneg_int(lo, sub, "minLength") if lo is not None else 0
+            hi_i = _nonneg_int(hi, sub, "maxLength") if hi is not None else None
+            if hi_i is not None and hi_i < lo_i:
+                return NEVER
+            parts.append(string_node(length_node(lo_i, hi_i)))
+        pat = s.get("pattern")
+        if pat is not None:
+            if not isinstance(pat, str):
+                raise SchemaError("pattern must be a string", pointer=sub.pointer + "/pattern")
+            from .ecma import pattern_node
+
+            try:
+                parts.append(string_node(pattern_node(pat)))
+            except RegexError as e:
+                raise SchemaError(f"pattern: {e}", pointer=sub.pointer + "/pattern") from None
+        fmt = s.get("format")
+        if isinstance(fmt, str):
+            from .formats import format_node
+
+            node = format_node(fmt)
+            if node is None:
+                self.note(f"format {fmt!r} is not asserted (unknown format: an annotation only)")
+            else:
+                parts.append(string_node(node))
+        return parts
+
+    def number_language(self, conj: list[Sub], nots: list[Sub], integer: bool) -> Node | Any:
+        from ..automata.boolean import difference, is_empty
+        from .numbers import number_node
+
+        bounds = _Bounds()
+        for sub in conj:
+            bounds.add(sub)
+        if bounds.empty:
+            return NEVER
+        try:
+            node = bounds.node(integer)
+        except ValueError:
+            return NEVER
+        for n in nots:
+            inner = n.schema.inner
+            t = _type_set(inner)
+            if t is not None and "number" not in t and "integer" not in t:
+                continue
+            if "enum" in inner or "const" in inner:
+                vals = [inner["const"]] if "const" in inner else inner["enum"]
+                nums = [v for v in vals if _type_of(v) == "number"]
+                for v in nums:
+                    node = difference(node, number_node(minimum=v, maximum=v))
+                continue
+            b = _Bounds()
+            b.add(n.child(inner))
+            excl_int = t is not None and "integer" in t and "number" not in t
+            if b.empty:
+                continue
+            try:
+                node = difference(node, b.node(excl_int))
+            except ValueError:
+                continue
+        if is_empty(node):
+            return NEVER
+        return node
+
+    # -- enum / const ------------------------------------------------------------------------
+
+    def const_values(self, t: str, vals: list[Any], conj: list[Sub], nots: list[Sub], depth: int,
+                     integer: bool = False) -> Expr:
+        """The values ``vals`` (all of type ``t``) that the other keywords of ``conj`` allow."""
+        if t in ("null", "boolean"):
+            opts = [self.lit(json.dumps(v)) for v in _dedupe(vals) if not self._excluded_literal(v, nots)]
+            return NEVER if not opts else opts[0] if len(opts) == 1 else Alt(tuple(opts))
+        if t in ("string", "number"):
+            from ..automata.boolean import intersect, is_empty
+            from ..regex.ast import Alt as RxAlt
+            from .numbers import number_node
+
+            if t == "string":
+                lits = [self._string_literal(v) for v in _dedupe(vals)]
+                lang = self.string_language(conj, nots)
+            else:
+                lits = [number_node(minimum=v, maximum=v) for v in _dedupe(vals)]
+                lang = self.number_language(conj, nots, integer)
+            if lang is NEVER:
+                return NEVER
+            node = lits[0] if len(lits) == 1 else RxAlt(tuple(lits))
+            node = intersect(node, lang)
+            if is_empty(node):
+                return NEVER
+            return self.term(node, "ENUM" if len(lits) > 1 else "CONST")
+        # objects and arrays: each value as a fixed structure
+        if any(set(s.schema) & (_OBJECT_KW | _ARRAY_KW) for s in conj if isinstance(s.schema, dict)):
+            self.note("enum/const object or array values are not checked against sibling keywords")
+        opts = [self.fixed_value(v, depth) for v in _dedupe(vals)]
+        return opts[0] if len(opts) == 1 else Alt(tuple(opts))
+
+    def fixed_value(self, v: Any, depth: int) -> Expr:
+        """Exactly the JSON value ``v`` (any spelling of its strings and numbers)."""
+        from .numbers import number_node
+
+        t = _type_of(v)
+        if t in ("null", "boolean"):
+            return self.lit(json.dumps(v))
+        if t == "string":
+            return self.term(self._string_literal(v), "CONST")
+        if t == "number":
+            return self.term(number_node(minimum=v, maximum=v), "CONST")
+        if t == "array":
+            if not v:
+                return self.empty("[]", depth)
+            items: list[Expr] = [self.open_("[", depth)]
+            for i, x in enumerate(v):
+                if i:
+                    items.append(self.sep(depth))
+                items.append(self.member_value(self.fixed_value(x, depth + 1)))
+            items.append(self.close("]", depth))
+            return Seq(tuple(items))
+        if not v:
+            return self.empty("{}", depth)
+        from .strings import literal_string_node
+
+        orders = [list(v)]
+        if self.property_order == "any" and len(v) <= 4:
+            orders = [list(p) for p in itertools.permutations(v)]
+        alts = []
+        for order in orders:
+            items = [self.open_("{", depth)]
+            for i, k in enumerate(order):
+                if i:
+                    items.append(self.sep(depth))
+                items.append(self.term(self.key_node(_EncodedKey(literal_string_node(k))), "KEY_" + k))
+                items.append(self.ws())
+                items.append(self.member_value(self.fixed_value(v[k], depth + 1)))
+            items.append(self.close("}", depth))
+            alts.append(Seq(tuple(items)))
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+
+class _EncodedKey:
+    """A key given as an already encoded JSON string tree (quotes included)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+class _NotSchema(dict):
+    """Marker schema ``{"not": inner}`` for a primitive-only negation, handled per type."""
+
+    @property
+    def inner(self) -> dict:
+        return self["not"]
+
+
+def _as_not(self: Sub) -> Sub:
+    return Sub(_NotSchema(self.schema), self.resolver, self.pointer, self.draft)
+
+
+Sub._as_not = _as_not  # type: ignore[attr-defined]
+
+
+def _set_scope(items: list[Any], scope: tuple) -> None:
+    for x in items:
+        if isinstance(x, Sub):
+            if not x.scope:
+                x.scope = scope
+        elif isinstance(x, _Group):
+            _set_scope(x.members, scope)
+
+
+class _Conj(list):
+    """A conjunction from :meth:`Translator.expand`; ``branched``: it is one of several branches
+    (anyOf, oneOf, if/then/else, dependencies), which matters for ``unevaluated*``."""
+
+    def __init__(self, items: list[Sub], branched: bool = False) -> None:
+        super().__init__(items)
+        self.branched = branched
+
+
+class _Group:
+    """Several subschemas that together form one branch."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members: list[Any]) -> None:
+        self.members = members
+
+
+class _BranchSet:
+    """A pending disjunction inside a conjunction being expanded."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: list[Any]) -> None:
+        self.options = options
+
+
+def _list(v: Any, sub: Sub, kw: str) -> list:
+    if not isinstance(v, list):
+        raise SchemaError(f"{kw} must be an array", pointer=f"{sub.pointer}/{kw}")
+    if kw in ("allOf", "anyOf", "oneOf") and not v:
+        raise SchemaError(f"{kw} must not be empty", pointer=f"{sub.pointer}/{kw}")
+    return v
+
+
+def _dedupe(vals: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in vals:
+        if not any(_json_equal(v, w) for w in out):
+            out.append(v)
+    return out
+
+
+def _type_set(s: Any) -> set[str] | None:
+    """The JSON types a schema's ``type`` keyword allows ("integer" and "number" kept apart)."""
+    if not isinstance(s, dict) or "type" not in s:
+        return set(_JSON_TYPES)
+    t = s["type"]
+    names = t if isinstance(t, list) else [t]
+    if not all(isinstance(n, str) and n in _JSON_TYPES for n in names):
+        return None
+    out = set(names)
+    if "number" in out:
+        out.add("integer")
+    return out
+
+
+def _nonneg_int(v: Any, sub: Sub, kw: str) -> int:
+    if isinstance(v, bool) or not _is_integral(v) or v < 0:
+        raise SchemaError(f"{kw} must be a non-negative integer", pointer=f"{sub.pointer}/{kw}")
+    return int(v)
+
+
+_DIFF_CACHE: dict[tuple[Node, Node], Node] = {}
+
+
+def _cached_difference(node: Node, exclude: Node, difference: Any) -> Node:
+    key = (node, exclude)
+    found = _DIFF_CACHE.get(key)
+    if found is None:
+        found = difference(node, exclude)
+        if len(_DIFF_CACHE) > 512:
+            _DIFF_CACHE.clear()
+        _DIFF_CACHE[key] = found
+    return found
+
+
+def _covers_type(inner: dict, t: str) -> bool:
+    """Whether the primitive-only schema ``inner`` accepts every value of type ``t``."""
+    allowed = _type_set(inner)
+    if allowed is None or t not in allowed or "enum" in inner or "const" in inner:
+        return False
+    family = {"string": _STRING_KW, "number": _NUMBER_KW, "integer": _NUMBER_KW}.get(t, set())
+    if t == "number" and "number" not in allowed:
+        return False
+    return not (set(inner) & family)
+
+
+def _schema_accepts_primitive(inner: dict, v: Any) -> bool:
+    """Whether a primitive-only schema (type/enum/const) accepts the null/boolean ``v``."""
+    t = _type_set(inner)
+    if t is not None and _type_of(v) not in t:
+        return False
+    if "const" in inner and not _json_equal(inner["const"], v):
+        return False
+    if "enum" in inner and not any(_json_equal(x, v) for x in inner["enum"]):
+        return False
+    return True
+
+
+class _Bounds:
+    """The tightest numeric bounds of several schemas."""
+
+    def __init__(self) -> None:
+        self.lo: Decimal | None = None
+        self.lo_excl = False
+        self.hi: Decimal | None = None
+        self.hi_excl = False
+        self.multiples: list[Decimal] = []
+        self.empty = False
+
+    def _lower(self, v: Any, excl: bool) -> None:
+        v = Decimal(v)
+        if self.lo is None or v > self.lo or (v == self.lo and excl):
+            self.lo, self.lo_excl = v, excl
+
+    def _upper(self, v: Any, excl: bool) -> None:
+        v = Decimal(v)
+        if self.hi is None or v < self.hi or (v == self.hi and excl):
+            self.hi, self.hi_excl = v, excl
+
+    def add(self, sub: Sub) -> None:
+        s = sub.schema
+        for kw in _NUMBER_KW:
+            if kw in s and kw not in ("exclusiveMinimum", "exclusiveMaximum"):
+                v = s[kw]
+                if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+                    raise SchemaError(f"{kw} must be a number", pointer=f"{sub.pointer}/{kw}")
+        if sub.draft == "draft4":
+            if "minimum" in s:
+                self._lower(s["minimum"], bool(s.get("exclusiveMinimum", False)))
+            if "maximum" in s:
+                self._upper(s["maximum"], bool(s.get("exclusiveMaximum", False)))
+        else:
+            if "minimum" in s:
+                self._lower(s["minimum"], False)
+            if "maximum" in s:
+                self._upper(s["maximum"], False)
+            for kw, fn in (("exclusiveMinimum", self._lower), ("exclusiveMaximum", self._upper)):
+                if kw in s:
+                    v = s[kw]
+                    if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+                        raise SchemaError(f"{kw} must be a number", pointer=f"{sub.pointer}/{kw}")
+                    fn(v, True)
+        if "multipleOf" in s:
+            m = Decimal(s["multipleOf"])
+            if m <= 0:
+                raise SchemaError("multipleOf must be greater than 0", pointer=f"{sub.pointer}/multipleOf")
+            self.multiples.append(m)
+        if self.lo is not None and self.hi is not None:
+            if self.lo > self.hi or (self.lo == self.hi and (self.lo_excl or self.hi_excl)):
+                self.empty = True
+
+    def node(self, integer: bool) -> Node:
+        from .numbers import number_node
+
+        kw: dict[str, Any] = {"integer": integer}
+        if self.lo is not None:
+            kw["exclusive_minimum" if self.lo_excl else "minimum"] = self.lo
+        if self.hi is not None:
+            kw["exclusive_maximum" if self.hi_excl else "maximum"] = self.hi
+        if not self.multiples:
+            return number_node(**kw)
+        from ..automata.boolean import intersect
+
+        nodes = [number_node(multiple_of=m, **kw) for m in _dedupe(self.multiples)]
+        return nodes[0] if len(nodes) == 1 else intersect(*nodes)
+
+
+def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool) -> Translation:
+    """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring)."""
+    tr = Translator(loaded, whitespace, property_order, strict)
+    root = Sub(loaded.root, loaded.resolver, "", loaded.draft)
+    body = tr.value((root,), 0)
+    if body is NEVER:
+        raise SchemaError("no JSON document satisfies this schema", pointer="")
+    if strict and tr.problems:
+        raise SchemaError(
+            f"the schema uses {len(tr.problems)} construct(s) that cannot be enforced exactly "
+            f"(pass strict=False to compile an over-approximation)", tr.problems)
+    start = tr.new_rule("start")
+    tr.define(start, Seq((tr.ws(), body, tr.ws())) if whitespace == "flexible" else body)
+    ir = GrammarIR(rules=tr.rules, terminals=tr.terminals, start=start, lex_mode="contextual", kind="json_schema",
+                   notes=list(tr.notes))
+    relaxed = [] if strict else list(tr.problems)
+    return Translation(ir, relaxed, list(tr.notes))
+
