@@ -1,8 +1,9 @@
 """Regex syntax tree -> position NFA over an alphabet of code point *atoms*.
 
 Every :class:`~logitgate.regex.ast.CharClass` occurrence (after expanding counted repetition) is a
-*position*; the Glushkov construction gives, per position, the positions that may follow it, so
-the automaton has no epsilon moves. Characters are grouped into *atoms*: the coarsest partition of
+*position*, and so is every edge of an :class:`~logitgate.regex.ast.Automaton` node; the Glushkov
+construction gives, per position, the positions that may follow it, so the automaton has no
+epsilon moves. Characters are grouped into *atoms*: the coarsest partition of
 the code points such that every class of the pattern is a union of atoms (computed with numpy
 from all range boundaries). Unicode classes such as ``\\w`` (hundreds of ranges) are then a handful
 of atoms, and the subset construction works on characters, not bytes; the DFA builder expands the
@@ -21,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import CompileError
-from ..regex.ast import Alt, CharClass, Concat, Empty, Group, Node, Repeat
+from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
 from .utf8 import normalize_ranges
 
 __all__ = ["PositionNFA", "AtomPartition", "build_nfa"]
@@ -86,6 +87,17 @@ class _Glushkov:
             self.class_index[ranges] = c
         return c
 
+    def reserve(self, count: int) -> int:
+        """The state id of the next position, after checking that ``count`` more fit."""
+        n = len(self.position_class)
+        if self.max_positions is not None and n + count > self.max_positions:
+            raise CompileError(
+                f"regex too large: more than {self.max_positions} character positions after "
+                f"expanding counted repetition (limit derived from max_states); pass a larger "
+                f"max_states= to raise it"
+            )
+        return n + self.offset
+
     def chain(self, items: Sequence[CharClass]) -> _Frag:
         """A run of one-character items, one after another (a literal string, usually)."""
         get = self.class_index.get
@@ -94,14 +106,7 @@ class _Glushkov:
             ids = [self.class_id(item.ranges) for item in items]
         if -1 in ids:
             return _Frag([], [], False)  # an empty class matches nothing
-        n = len(self.position_class)
-        if self.max_positions is not None and n + len(ids) > self.max_positions:
-            raise CompileError(
-                f"regex too large: more than {self.max_positions} character positions after "
-                f"expanding counted repetition (limit derived from max_states); pass a larger "
-                f"max_states= to raise it"
-            )
-        base = n + self.offset
+        base = self.reserve(len(ids))
         self.position_class += ids
         self.follow += [[-1 - p] for p in range(base + 1, base + len(ids))]
         self.follow.append([])
@@ -123,6 +128,30 @@ class _Glushkov:
             for p in a.last:
                 follow[p - offset].append(r)
         return a
+
+    def automaton(self, node: Automaton) -> _Frag:
+        """A DFA: one position per edge (its ranges as class), followed by the edges leaving its
+        target; first = the edges leaving the start, last = the edges entering accepting states."""
+        base = len(self.position_class) + self.offset
+        outgoing: list[list[int]] = []  # per state: the positions of its edges
+        classes: list[int] = []  # per new position: its class
+        targets: list[int] = []  # per new position: the state its edge enters
+        for state_edges in node.edges:
+            positions: list[int] = []
+            for ranges, target in state_edges:
+                c = self.class_id(ranges)
+                if c >= 0:  # an edge on the empty class is no move
+                    positions.append(base + len(classes))
+                    classes.append(c)
+                    targets.append(target)
+            outgoing.append(positions)
+        self.reserve(len(classes))
+        self.position_class += classes
+        # one reference per edge: ref() registers each state's list of edges once
+        self.follow += [[self.ref(outgoing[t])] if outgoing[t] else [] for t in targets]
+        accepting = node.accepting
+        last = [base + i for i, t in enumerate(targets) if accepting[t]]
+        return _Frag(outgoing[node.start], last, accepting[node.start])
 
     def build(self, node: Node) -> _Frag:
         if isinstance(node, CharClass):
@@ -158,6 +187,8 @@ class _Glushkov:
             return _Frag([], [], True)
         if isinstance(node, Repeat):
             return self.repeat(node)
+        if isinstance(node, Automaton):
+            return self.automaton(node)
         raise TypeError(f"not a regex syntax node: {node!r}")
 
     def repeat(self, node: Repeat) -> _Frag:

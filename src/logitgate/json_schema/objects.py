@@ -169,15 +169,11 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
 def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
                    value_conj: Any, depth: int) -> list[Expr]:
     """One member expression (key class lexeme + value) per key class that allows some value."""
-    from ..automata.boolean import difference, intersect, is_empty
     from ..regex.ast import Alt as RxAlt
     from .ecma import pattern_node
     from .strings import any_string_node, literal_string_node, string_node
+    from .translate import _known_empty
 
-    if len(patterns) > MAX_PATTERN_CLASSES:
-        tr.unsupported(subs[0].pointer + "/patternProperties",
-                       f"more than {MAX_PATTERN_CLASSES} patternProperties patterns in one object (keys matching "
-                       f"several of them are checked against one pattern only)")
     out: list[Expr] = []
     n = len(patterns)
     classes = [[j] for j in range(n)] + [[]] if n > MAX_PATTERN_CLASSES else \
@@ -189,14 +185,20 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
         if value is NEVER:
             continue
         parts = [string_node(pattern_node(patterns[j][1])) for j in chosen] + list(name_langs)
-        node = intersect(*parts) if len(parts) > 1 else parts[0] if parts else any_string_node()
+        where = subs[0].pointer if subs else ""
+        node = any_string_node() if not parts else parts[0]
+        if len(parts) > 1:
+            node = tr.boolean("intersect", parts, where, "patternProperties/propertyNames") or parts[0]
         if n <= MAX_PATTERN_CLASSES:
             for j in range(n):
                 if j not in chosen:
-                    node = difference(node, string_node(pattern_node(patterns[j][1])))
+                    rest = tr.boolean("difference", [node, string_node(pattern_node(patterns[j][1]))], where,
+                                      "patternProperties")
+                    node = node if rest is None else rest
         if exclude_node is not None:
-            node = tr.cached_difference(node, exclude_node)
-        if is_empty(node):
+            rest = tr.cached_difference(node, exclude_node, where)
+            node = node if rest is None else rest
+        if _known_empty(node):
             continue
         key = tr.term(tr.key_node(_EncodedKey(node)), "KEY")
         out.append(Seq((key, tr.ws(), tr.member_value(value))))

@@ -45,6 +45,11 @@ most once); bigger ones track only required properties (if at most this many) an
 ones repeat."""
 MAX_UNIQUE_DOMAIN = 8
 MAX_PATTERN_CLASSES = 5
+MAX_LEXEME_STATES = 20_000
+"""Largest character-level automaton built for one string or number lexeme (pattern and length
+together, key classes, ...); beyond it the combination is relaxed and reported."""
+MAX_EXACT_LENGTH = 256
+"""Largest minLength/maxLength enforced exactly (a counter costs states per character)."""
 
 TYPES = ("null", "boolean", "object", "array", "number", "string")
 _JSON_TYPES = set(TYPES) | {"integer"}
@@ -664,10 +669,19 @@ class Translator:
             d = self._dfa_cache[node] = regex_dfa(node)
         return d
 
-    def cached_difference(self, node: Node, exclude: Node) -> Node:
-        from ..automata.boolean import difference
-
-        return _cached_difference(node, exclude, difference)
+    def cached_difference(self, node: Node, exclude: Node, pointer: str) -> Node | None:
+        """``difference(node, exclude)``, cached across translations (the "other keys" of objects
+        with the same property names recur)."""
+        key = (node, exclude)
+        found = _DIFF_CACHE.get(key)
+        if found is None:
+            found = self.boolean("difference", [node, exclude], pointer, "keys other than the named properties")
+            if found is None:
+                return None
+            if len(_DIFF_CACHE) > 512:
+                _DIFF_CACHE.clear()
+            _DIFF_CACHE[key] = found
+        return found
 
     def key_language(self, sub: Sub) -> Node | Any:
         """The JSON string texts a ``propertyNames`` schema allows as keys (NEVER: none)."""
@@ -694,13 +708,13 @@ class Translator:
             if lang is NEVER:
                 continue
             if consts is not None:
-                from ..automata.boolean import intersect, is_empty
-
                 lits = [self._string_literal(v) for v in _dedupe(consts) if isinstance(v, str)]
                 if not lits:
                     continue
-                lang = intersect(lits[0] if len(lits) == 1 else RxAlt(tuple(lits)), lang)
-                if is_empty(lang):
+                both = self.boolean("intersect", [lits[0] if len(lits) == 1 else RxAlt(tuple(lits)), lang],
+                                    sub.pointer, "propertyNames")
+                lang = lang if both is None else both
+                if _known_empty(lang):
                     continue
             langs.append(lang)
         if not langs:
@@ -709,10 +723,22 @@ class Translator:
 
     # -- primitive languages -----------------------------------------------------------------
 
+    def boolean(self, op: str, nodes: list[Node], pointer: str, what: str) -> Node | None:
+        """``intersect``/``difference`` of regex trees, or None (reported) when the automaton
+        would be too large; results are minimal, so an empty language is ``NOTHING``."""
+        from ..automata import boolean
+        from ..errors import CompileError
+
+        try:
+            return getattr(boolean, op)(*nodes, max_states=MAX_LEXEME_STATES)
+        except CompileError:
+            self.unsupported(pointer, f"{what}: the combined automaton exceeds {MAX_LEXEME_STATES} states "
+                             f"(not checked)")
+            return None
+
     def string_language(self, conj: list[Sub], nots: list[Sub]) -> Node | Any:
         """The JSON string texts (quotes included) allowed by the string keywords of ``conj``."""
-        from ..automata.boolean import difference, intersect, is_empty
-        from .strings import any_string_node, string_node
+        from .strings import any_string_node
 
         parts: list[Node] = []
         for sub in conj:
@@ -720,7 +746,14 @@ class Translator:
             if p is NEVER:
                 return NEVER
             parts.extend(p)
-        node = intersect(*parts) if len(parts) > 1 else parts[0] if parts else any_string_node()
+        where = conj[0].pointer if conj else ""
+        node: Node = any_string_node()
+        if len(parts) == 1:
+            node = parts[0]
+        elif parts:
+            both = self.boolean("intersect", parts, where, "string constraints together (pattern, format, "
+                                "length)")
+            node = both if both is not None else max(parts, key=_priority)
         for n in nots:
             inner = n.schema.inner
             t = _type_set(inner)
@@ -729,7 +762,8 @@ class Translator:
             ex = self._string_parts(inner, n)
             if ex is NEVER:
                 continue
-            excl = intersect(*ex) if len(ex) > 1 else ex[0] if ex else any_string_node()
+            excl = self.boolean("intersect", ex, n.pointer, "'not'") if len(ex) > 1 else ex[0] if ex \
+                else any_string_node()
             if "enum" in inner or "const" in inner:
                 vals = [inner["const"]] if "const" in inner else inner["enum"]
                 lits = [self._string_literal(v) for v in vals if isinstance(v, str)]
@@ -737,9 +771,13 @@ class Translator:
                     continue
                 from ..regex.ast import Alt as RxAlt
                 lit_node = lits[0] if len(lits) == 1 else RxAlt(tuple(lits))
-                excl = intersect(excl, lit_node)
-            node = difference(node, excl)
-        if is_empty(node):
+                excl = lit_node if excl is None else self.boolean("intersect", [excl, lit_node], n.pointer, "'not'")
+            if excl is None:
+                continue
+            rest = self.boolean("difference", [node, excl], n.pointer, "'not'")
+            if rest is not None:
+                node = rest
+        if _known_empty(node):
             return NEVER
         return node
 
@@ -759,7 +797,13 @@ class Translator:
             hi_i = _nonneg_int(hi, sub, "maxLength") if hi is not None else None
             if hi_i is not None and hi_i < lo_i:
                 return NEVER
-            parts.append(string_node(length_node(lo_i, hi_i)))
+            if lo_i > MAX_EXACT_LENGTH or (hi_i is not None and hi_i > MAX_EXACT_LENGTH):
+                self.unsupported(sub.pointer, f"minLength/maxLength above {MAX_EXACT_LENGTH} are not enforced "
+                                 f"(longer strings are allowed)")
+                lo_i = min(lo_i, MAX_EXACT_LENGTH)
+                hi_i = None
+            if lo_i or hi_i is not None:
+                parts.append(string_node(length_node(lo_i, hi_i)))
         pat = s.get("pattern")
         if pat is not None:
             if not isinstance(pat, str):
@@ -782,7 +826,7 @@ class Translator:
         return parts
 
     def number_language(self, conj: list[Sub], nots: list[Sub], integer: bool) -> Node | Any:
-        from ..automata.boolean import difference, is_empty
+        """The number texts allowed by the numeric keywords of ``conj`` (and not by ``nots``)."""
         from .numbers import number_node
 
         bounds = _Bounds()
@@ -790,9 +834,9 @@ class Translator:
             bounds.add(sub)
         if bounds.empty:
             return NEVER
-        try:
-            node = bounds.node(integer)
-        except ValueError:
+        where = conj[0].pointer if conj else ""
+        node = self._bounds_node(bounds, integer, where)
+        if node is NEVER:
             return NEVER
         for n in nots:
             inner = n.schema.inner
@@ -801,22 +845,36 @@ class Translator:
                 continue
             if "enum" in inner or "const" in inner:
                 vals = [inner["const"]] if "const" in inner else inner["enum"]
-                nums = [v for v in vals if _type_of(v) == "number"]
-                for v in nums:
-                    node = difference(node, number_node(minimum=v, maximum=v))
+                for v in vals:
+                    if _type_of(v) == "number":
+                        rest = self.boolean("difference", [node, number_node(minimum=v, maximum=v)], n.pointer,
+                                            "'not'")
+                        node = node if rest is None else rest
                 continue
             b = _Bounds()
             b.add(n.child(inner))
-            excl_int = t is not None and "integer" in t and "number" not in t
             if b.empty:
                 continue
-            try:
-                node = difference(node, b.node(excl_int))
-            except ValueError:
+            excl = self._bounds_node(b, t is not None and "integer" in t and "number" not in t, n.pointer)
+            if excl is NEVER:
                 continue
-        if is_empty(node):
-            return NEVER
-        return node
+            rest = self.boolean("difference", [node, excl], n.pointer, "'not'")
+            node = node if rest is None else rest
+        return NEVER if _known_empty(node) else node
+
+    def _bounds_node(self, bounds: "_Bounds", integer: bool, pointer: str) -> Node | Any:
+        """``bounds`` as a number lexeme: NEVER when no number satisfies them; a multipleOf too
+        fine to enforce is relaxed (reported)."""
+        try:
+            return bounds.node(integer)
+        except ValueError as e:
+            if str(e).startswith("no number satisfies"):
+                return NEVER
+            if not bounds.multiples:
+                raise SchemaError(f"numeric bounds: {e}", pointer=pointer) from None
+            self.unsupported(pointer + "/multipleOf", f"multipleOf not enforced: {e}")
+            bounds.multiples = []
+            return self._bounds_node(bounds, integer, pointer)
 
     # -- enum / const ------------------------------------------------------------------------
 
@@ -827,7 +885,6 @@ class Translator:
             opts = [self.lit(json.dumps(v)) for v in _dedupe(vals) if not self._excluded_literal(v, nots)]
             return NEVER if not opts else opts[0] if len(opts) == 1 else Alt(tuple(opts))
         if t in ("string", "number"):
-            from ..automata.boolean import intersect, is_empty
             from ..regex.ast import Alt as RxAlt
             from .numbers import number_node
 
@@ -840,9 +897,11 @@ class Translator:
             if lang is NEVER:
                 return NEVER
             node = lits[0] if len(lits) == 1 else RxAlt(tuple(lits))
-            node = intersect(node, lang)
-            if is_empty(node):
-                return NEVER
+            both = self.boolean("intersect", [node, lang], conj[0].pointer if conj else "", "enum/const")
+            if both is not None:
+                node = both
+                if _known_empty(node):
+                    return NEVER
             return self.term(node, "ENUM" if len(lits) > 1 else "CONST")
         # objects and arrays: each value as a fixed structure
         if any(set(s.schema) & (_OBJECT_KW | _ARRAY_KW) for s in conj if isinstance(s.schema, dict)):
@@ -991,15 +1050,23 @@ def _nonneg_int(v: Any, sub: Sub, kw: str) -> int:
 _DIFF_CACHE: dict[tuple[Node, Node], Node] = {}
 
 
-def _cached_difference(node: Node, exclude: Node, difference: Any) -> Node:
-    key = (node, exclude)
-    found = _DIFF_CACHE.get(key)
-    if found is None:
-        found = difference(node, exclude)
-        if len(_DIFF_CACHE) > 512:
-            _DIFF_CACHE.clear()
-        _DIFF_CACHE[key] = found
-    return found
+def _known_empty(node: Node) -> bool:
+    """Whether a lexeme language is empty: boolean results are trimmed minimal automata, so only
+    ``NOTHING`` is; plain trees (a pattern) are checked."""
+    from ..regex.ast import Automaton
+
+    if isinstance(node, CharClass):
+        return not node.ranges
+    if isinstance(node, Automaton):
+        return False
+    from ..automata.boolean import is_empty
+
+    return is_empty(node)
+
+
+def _priority(node: Node) -> int:
+    """Which constraint to keep when a combination is too large: patterns and formats first."""
+    return 0 if isinstance(node, Concat) and len(node.items) == 3 and isinstance(node.items[1], Repeat) else 1
 
 
 def _covers_type(inner: dict, t: str) -> bool:

@@ -7,6 +7,9 @@ ranges, and a literal string is a :class:`Concat` of one-character classes. Code
 contain the surrogates U+D800..U+DFFF (they have no UTF-8 encoding); the automata turn the ranges
 into UTF-8 byte sequences.
 
+An :class:`Automaton` node embeds a character-level DFA (the result of a boolean operation on
+languages, :mod:`logitgate.automata.boolean`) in a tree.
+
 All nodes are immutable and hashable, so sub-automata can be cached by node.
 """
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-__all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "MAX_CODE_POINT"]
+__all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Automaton", "MAX_CODE_POINT"]
 
 MAX_CODE_POINT = 0x10FFFF
 
@@ -71,4 +74,24 @@ class Group:
     name: str | None = None
 
 
-Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group]
+@dataclass(frozen=True, slots=True)
+class Automaton:
+    """A deterministic finite automaton over code points; matches exactly the strings it accepts.
+
+    States are ``0 .. len(accepting)-1`` (at least one); ``start`` is the initial state and
+    ``accepting[q]`` whether state ``q`` accepts. ``edges[q]`` lists the moves of state ``q`` as
+    ``(ranges, target)`` pairs: a character in ``ranges`` (sorted, disjoint, non-adjacent inclusive
+    code point ranges, surrogates excluded, non-empty: the :class:`CharClass` convention) leads
+    to state ``target``. Invariants: deterministic (the ranges of one state's edges are pairwise
+    disjoint; a character in none of them is rejected) and every state is live (can reach an
+    accepting state). :mod:`logitgate.automata.boolean` builds these minimal and canonically
+    numbered (breadth-first from ``start == 0``, edges by their smallest code point), so equal
+    languages give equal nodes.
+    """
+
+    start: int
+    accepting: tuple[bool, ...]
+    edges: tuple[tuple[tuple[tuple[tuple[int, int], ...], int], ...], ...]
+
+
+Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group, Automaton]

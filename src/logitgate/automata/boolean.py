@@ -1,0 +1,158 @@
+"""Boolean operations on regular languages, with regex syntax trees in and out.
+
+All operands go into one position NFA (:func:`~logitgate.automata.nfa.build_nfa`, operand ``k``
+is pattern ``k``), so a single subset construction follows every operand at once: the accepting
+row of a DFA state says which operands fully match the characters read so far. A boolean
+function of that row marks the accepting states of the result; character-level trimming and
+Hopcroft minimisation give its minimal DFA, returned as an :class:`~logitgate.regex.ast.Automaton`
+node that any other tree (and so the lexer and the grammars) can embed.
+
+Results are canonical: the minimal DFA, numbered breadth-first from its start with successors in
+order of the smallest code point leading to them, edges listed by their smallest code point, so
+equal languages give equal nodes. Two languages get a plainer node: the empty language is
+:data:`NOTHING` (``CharClass(())``, the class of no character, which the automata builders treat
+as matching nothing) and ``{""}`` is ``Empty()``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..kernels.automata_kernels import bfs_order, renumber_expand
+from ..regex.ast import Alt, Automaton, CharClass, Empty, Node, Repeat
+from ..regex.charsets import ANY
+from .dfa import _POSITIONS_PER_STATE, _determinize, _minimize_chars
+from .nfa import AtomPartition, PositionNFA, build_nfa
+
+__all__ = [
+    "ANY_STRING",
+    "NOTHING",
+    "complement",
+    "difference",
+    "equivalent",
+    "intersect",
+    "is_empty",
+    "is_subset",
+    "union",
+]
+
+NOTHING: Node = CharClass(())
+"""The empty language: no string matches."""
+
+ANY_STRING: Node = Repeat(CharClass(ANY), 0, None)
+"""Every string of any code points (surrogates excepted): the default universe of :func:`complement`."""
+
+_MAX_STATES = 100_000
+
+
+def intersect(*nodes: Node, max_states: int = _MAX_STATES) -> Node:
+    """The strings that every one of ``nodes`` matches (:data:`ANY_STRING` when there are none)."""
+    if not nodes:
+        return ANY_STRING
+    return _combine(nodes, lambda acc: acc.all(axis=1), max_states)
+
+
+def union(*nodes: Node) -> Node:
+    """The strings that some one of ``nodes`` matches, as an :class:`Alt` (:data:`NOTHING` when
+    there are none); not determinised, so it costs nothing until compiled."""
+    if not nodes:
+        return NOTHING
+    return nodes[0] if len(nodes) == 1 else Alt(tuple(nodes))
+
+
+def difference(a: Node, b: Node, max_states: int = _MAX_STATES) -> Node:
+    """The strings that ``a`` matches and ``b`` does not."""
+    return _combine((a, b), lambda acc: acc[:, 0] & ~acc[:, 1], max_states)
+
+
+def complement(node: Node, universe: Node | None = None, max_states: int = _MAX_STATES) -> Node:
+    """The strings of ``universe`` (default :data:`ANY_STRING`) that ``node`` does not match."""
+    return difference(ANY_STRING if universe is None else universe, node, max_states)
+
+
+def is_empty(node: Node, max_states: int = _MAX_STATES) -> bool:
+    """Whether ``node`` matches no string at all.
+
+    No DFA is built: every position of the position NFA reads a non-empty class, so the language
+    is non-empty exactly when the accept marker (NFA state 0) is reachable from the start set.
+    ``max_states`` only bounds the number of positions, as in :func:`~logitgate.automata.build_dfa`.
+    """
+    nfa = build_nfa([node], max_positions=_POSITIONS_PER_STATE * max_states)
+    follow_off, follow = nfa.follow_off.tolist(), nfa.follow.tolist()
+    group_off, members = nfa.group_off.tolist(), nfa.group_members.tolist()
+    seen = [False] * nfa.n_states
+    group_seen = [False] * (len(group_off) - 1)
+    stack = nfa.start.tolist()
+    while stack:
+        state = stack.pop()
+        if state == 0:
+            return False
+        if seen[state]:
+            continue
+        seen[state] = True
+        for r in follow[follow_off[state] : follow_off[state + 1]]:
+            if r < 0:
+                stack.append(-1 - r)
+            elif not group_seen[r]:
+                group_seen[r] = True
+                stack += members[group_off[r] : group_off[r + 1]]
+    return True
+
+
+def is_subset(a: Node, b: Node, max_states: int = _MAX_STATES) -> bool:
+    """Whether every string that ``a`` matches is matched by ``b``."""
+    accepting = _product((a, b), max_states)[2]
+    return not (accepting[:, 0] & ~accepting[:, 1]).any()
+
+
+def equivalent(a: Node, b: Node, max_states: int = _MAX_STATES) -> bool:
+    """Whether ``a`` and ``b`` match exactly the same strings."""
+    accepting = _product((a, b), max_states)[2]
+    return bool((accepting[:, 0] == accepting[:, 1]).all())
+
+
+def _product(nodes: Sequence[Node], max_states: int) -> tuple[PositionNFA, np.ndarray, np.ndarray]:
+    """One subset construction over all of ``nodes``: ``(nfa, table, accepting)``, the table over
+    the NFA's atoms (state 0 the start) and ``accepting[s, k]`` whether ``s`` matches ``nodes[k]``.
+    Raises :class:`~logitgate.errors.CompileError` beyond ``max_states`` states."""
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
+    table, accepting = _determinize(nfa, max_states)
+    return nfa, table, accepting
+
+
+def _combine(nodes: Sequence[Node], accept: Callable[[np.ndarray], np.ndarray], max_states: int) -> Node:
+    """The strings for which ``accept`` holds: it maps the product DFA's operand matches (bool
+    ``[n_states, n_operands]``) to the result's accepting states (bool ``[n_states]``)."""
+    nfa, table, accepting = _product(nodes, max_states)
+    minimal = _minimize_chars(table, np.ascontiguousarray(accept(accepting)[:, None]))
+    if minimal is None:
+        return NOTHING
+    table, accepting = minimal
+    return _to_node(table, accepting[:, 0], nfa.atoms)
+
+
+def _to_node(table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition) -> Node:
+    """A trimmed, minimal DFA over ``atoms`` (start 0) as a canonical node (module docstring)."""
+    columns = np.arange(table.shape[1], dtype=np.int32)  # atoms are numbered by smallest code point
+    order = bfs_order(table, columns, 0)
+    table = renumber_expand(table, order, columns)
+    accepting = accepting[order].tolist()
+    n = table.shape[0]
+    if n == 1 and accepting[0] and not (table >= 0).any():
+        return Empty()
+    # a state's target per elementary interval of code points (interval_atom -1 picks the -1
+    # padding), cut into runs of one target; the last interval (past every class) has none
+    padded = np.concatenate((table, np.full((n, 1), -1, np.int32)), axis=1)
+    interval_atom, starts = atoms.interval_atom, atoms.starts
+    edges: list[tuple[tuple[tuple[tuple[int, int], ...], int], ...]] = []
+    for moves in padded:
+        row = moves[interval_atom]
+        run = np.concatenate(([0], np.flatnonzero(row[1:] != row[:-1]) + 1))
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        run_targets, run_starts = row[run].tolist(), starts[run].tolist()
+        for target, lo, end in zip(run_targets, run_starts, run_starts[1:]):
+            if target >= 0:
+                by_target.setdefault(target, []).append((lo, end - 1))
+        edges.append(tuple((tuple(ranges), target) for target, ranges in by_target.items()))
+    return Automaton(0, tuple(accepting), tuple(edges))
