@@ -122,7 +122,8 @@ SUITE_CASES = _suite_cases()
 
 
 @pytest.mark.skipif(not SUITE_CASES, reason="shared/data/json-schema-test-suite not found")
-@pytest.mark.parametrize(("name", "description", "data", "valid"), SUITE_CASES)
+@pytest.mark.parametrize(("name", "description", "data", "valid"), SUITE_CASES,
+                         ids=[f"{name}: {description}" for name, description, _, _ in SUITE_CASES])
 def test_official_suite(name: str, description: str, data: str, valid: bool) -> None:
     if name not in SUPPORTED_FORMATS:
         assert format_node(name) is None  # regex, unknown: the caller reports them
@@ -188,7 +189,8 @@ def test_ipv4_like_python(value: str) -> None:
 def test_ipv6_addresses(n: int, v4: int, upper: bool) -> None:
     address = ipaddress.IPv6Address(n)
     ipv4 = ipaddress.IPv4Address(v4)
-    for form in (address.compressed, address.exploded, f"{address.exploded[:30]}{ipv4}", f"::ffff:{ipv4}", f"64:ff9b::{ipv4}"):
+    mixed = (f"{address.exploded[:30]}{ipv4}", f"::ffff:{ipv4}", f"64:ff9b::{ipv4}")
+    for form in (address.compressed, address.exploded, *mixed):
         assert accepts("ipv6", form.upper() if upper else form), form
 
 
@@ -266,20 +268,16 @@ def test_every_leap_second_is_accepted() -> None:
             assert accepts("date-time", f"1998-12-31T{time[:8]}.25{time[8:]}")
 
 
-def _exact_leap_second(local: int, offset: int) -> bool:
-    return (local - offset) % 1440 == 1439
-
-
 def _check_leap_second_approximation(locals_: list[int], offsets: list[int]) -> None:
     """Exactly the deviation FORMAT_NOTES describes: a leap second is accepted when moving its
     local minute, without crossing :59, would make it 23:59 UTC."""
     automaton = dfa("time")
     for local in locals_:
         hour, minute = divmod(local, 60)
-        same_side = [59] if minute == 59 else range(59)
+        same_side = range(59, 60) if minute == 59 else range(59)
         state = automaton.step(automaton.start, f"{hour:02d}:{minute:02d}:60".encode())
         for offset in offsets:
-            expected = any(_exact_leap_second(hour * 60 + m, offset) for m in same_side)
+            expected = (1439 + offset - hour * 60) % 1440 in same_side  # the minute that would be exact
             accepted = automaton.is_accepting(automaton.step(state, _offset(offset).encode()))
             assert accepted == expected, (local, offset)
 
@@ -365,9 +363,10 @@ def test_emails(data: st.DataObject) -> None:
 )
 def test_idn_emails(local: str, domain: str) -> None:
     """RFC 6531: any non-ASCII character in the local part, U-labels in the domain."""
-    assert accepts("idn-email", f"{local}@{domain}")
+    address = f"{local}@{domain}"
+    assert accepts("idn-email", address)
     assert accepts("idn-email", f'"{local}"@{domain}')
-    assert not accepts("email", f"{local}@{domain}")
+    assert accepts("email", address) == address.isascii()
 
 
 _UNRESERVED = _ALPHA + "0123456789-._~"

@@ -204,7 +204,7 @@ class CompiledCFG(CompiledGrammar):
         self.eos_mask = _readonly(eos.view(np.int32))
         self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
         self._lock = threading.Lock()
-        if cfg.lex_mode != "chars":
+        if cfg.lex_mode != "chars" and cfg.kind != "json_schema":  # JSON lexemes end unambiguously
             from .grammar.lexemes import swallowed_pairs
 
             pairs = swallowed_pairs(cfg, self.engine.lexer)

@@ -249,15 +249,29 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
     n_nt = len(low.nonterminals)
     # productive nonterminals (fixpoint)
     productive = [False] * n_nt
-    changed = True
-    while changed:
-        changed = False
-        for nt, alts in low.prods.items():
-            if productive[nt]:
-                continue
-            if any(all(kind == "t" or productive[i] for kind, i in alt) for alt in alts):
-                productive[nt] = True
-                changed = True
+    remaining: list[int] = []  # per alternative: its nonterminals not yet known productive
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    owner: list[int] = []
+    queue: list[int] = []
+    for nt, alts in low.prods.items():
+        for alt in alts:
+            a = len(owner)
+            owner.append(nt)
+            nts = [i for kind, i in alt if kind != "t"]
+            remaining.append(len(nts))
+            for i in nts:
+                users[i].append(a)
+            if not nts:
+                queue.append(nt)
+    while queue:
+        nt = queue.pop()
+        if productive[nt]:
+            continue
+        productive[nt] = True
+        for a in users[nt]:
+            remaining[a] -= 1
+            if remaining[a] == 0:
+                queue.append(owner[a])
     if not productive[start_nt]:
         raise low.error(f"the grammar's language is empty: the start rule {ir.start!r} derives no finite string",
                         rule=ir.start, line=ir.rules[ir.start].line)

@@ -59,14 +59,29 @@ class ParserTables:
         preds: list[list[int]] = [[] for _ in range(n_nt)]
         for r, (lhs, _) in enumerate(cfg.rules):
             preds[lhs].append(base[r])
+        # nullable nonterminals: a worklist over "symbols of the rule not yet known nullable"
         nullable = [False] * n_nt
-        changed = True
-        while changed:
-            changed = False
-            for lhs, rhs in cfg.rules:
-                if not nullable[lhs] and all(s >= t and nullable[s - t] for s in rhs):
-                    nullable[lhs] = True
-                    changed = True
+        remaining: list[int] = []
+        users: list[list[int]] = [[] for _ in range(n_nt)]
+        queue: list[int] = []
+        for r, (lhs, rhs) in enumerate(cfg.rules):
+            if any(s < t for s in rhs):
+                remaining.append(-1)
+                continue
+            remaining.append(len(rhs))
+            for s in rhs:
+                users[s - t].append(r)
+            if not rhs:
+                queue.append(lhs)
+        while queue:
+            nt = queue.pop()
+            if nullable[nt]:
+                continue
+            nullable[nt] = True
+            for r in users[nt]:
+                remaining[r] -= 1
+                if remaining[r] == 0:
+                    queue.append(cfg.rules[r][0])
         self.n_term = t
         self.n_words = max(1, (t + 63) // 64)
         self.dr_next = _ro(np.asarray(dr_next, dtype=np.int32))

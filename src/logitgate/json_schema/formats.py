@@ -5,7 +5,9 @@
 escapes them). The semantics are those of the official JSON-Schema-Test-Suite
 (``optional/format/*``), which pins down what the RFCs leave open. Where a format is not exactly
 regular, or exactness would cost an unreasonable automaton, the language is a superset: it may
-accept an invalid value but never rejects a valid one. :data:`FORMAT_NOTES` says where and why.
+accept an invalid value but never rejects a valid one. Those formats are
+:data:`APPROXIMATE_FORMATS`; :data:`FORMAT_NOTES` says where and why, for them and for the
+formats whose reading of the RFC is worth stating.
 
 ``regex`` (an ECMA-262 regular expression) is not a regular language and is not supported;
 neither are names this module does not know: :func:`format_node` returns None for both and the
@@ -30,7 +32,7 @@ from ..regex import charsets
 from ..regex.ast import Alt, CharClass, Concat, Node, Repeat
 from ..regex.parser import parse
 
-__all__ = ["SUPPORTED_FORMATS", "APPROXIMATE_FORMATS", "FORMAT_NOTES", "format_node"]
+__all__ = ["APPROXIMATE_FORMATS", "FORMAT_NOTES", "SUPPORTED_FORMATS", "format_node"]
 
 Ranges = charsets.Ranges
 
@@ -208,11 +210,11 @@ def _uri_template() -> str:
 
 _LDH_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 
-# An A-label is "xn--" and Punycode (RFC 3492). Decoding is not regular enough to check, but
-# every valid one has this shape: a non-empty basic part and "-" (or neither), then the deltas.
-# Each delta ends in a letter (a digit below the threshold, which is at most 26); the first
-# one's first two thresholds are 1, so it is "a" (delta 0, inserting U+0080, which is
-# DISALLOWED), or a non-"a" digit and then "a" or more digits ending in a letter.
+# An A-label is "xn--" and Punycode (RFC 3492). Checking what it decodes to takes far more than a
+# small automaton, but every valid one has this shape: an optional non-empty basic part and "-",
+# then the deltas, each ending in a letter (a digit below its threshold, which is at most 26).
+# The first delta's first two thresholds are 1: "a" alone would be delta 0, which inserts U+0080
+# (DISALLOWED), so it is a non-"a" digit and then "a", or digits ending in a letter.
 _A_LABEL = (
     "[Xx][Nn]--(?:[A-Za-z0-9-]+-)?"
     "[B-Zb-z0-9](?:[Aa]|[A-Za-z0-9]+[A-Za-z])"
@@ -449,7 +451,7 @@ FORMAT_NOTES: Mapping[str, str] = MappingProxyType({
         "A leap second (:60) is accepted when its offset agrees with 23:59 UTC in the hour, and "
         "in the minutes as far as ':59 or not' goes, so 15:58:60-08:02 (00:00 UTC) is accepted. "
         "Pairing each local minute with its offset exactly is regular but takes about 11,000 DFA "
-        "states (66,000 with JSON escapes) instead of 500."
+        "states instead of 500."
     ),
     "duration": (
         "The designators (P, Y, M, W, D, T, H, S) are case-insensitive, as ABNF strings are "
@@ -466,7 +468,7 @@ FORMAT_NOTES: Mapping[str, str] = MappingProxyType({
     ),
     "hostname": (
         "The 253-character limit on the whole name is not checked (longer names are accepted): "
-        "the exact automaton has about 79,000 states (590,000 with JSON escapes) instead of 400. "
+        "the exact automaton has about 79,000 states instead of 400. "
         "A label starting with 'xn--' must have the shape of valid Punycode, but is not decoded: "
         "A-labels of U-labels that break IDNA2008 rules are accepted."
     ),

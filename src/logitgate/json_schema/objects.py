@@ -172,7 +172,7 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
     from ..regex.ast import Alt as RxAlt
     from .ecma import pattern_node
     from .strings import any_string_node, literal_string_node, string_node
-    from .translate import _known_empty
+    from .translate import _known_empty, _pattern_string
 
     out: list[Expr] = []
     n = len(patterns)
@@ -184,7 +184,7 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
         value = tr.value(value_conj(None, chosen), depth + 1)
         if value is NEVER:
             continue
-        parts = [string_node(pattern_node(patterns[j][1])) for j in chosen] + list(name_langs)
+        parts = [_pattern_string(patterns[j][1]) for j in chosen] + list(name_langs)
         where = subs[0].pointer if subs else ""
         node = any_string_node() if not parts else parts[0]
         if len(parts) > 1:
@@ -192,7 +192,7 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
         if n <= MAX_PATTERN_CLASSES:
             for j in range(n):
                 if j not in chosen:
-                    rest = tr.boolean("difference", [node, string_node(pattern_node(patterns[j][1]))], where,
+                    rest = tr.boolean("difference", [node, _pattern_string(patterns[j][1])], where,
                                       "patternProperties")
                     node = node if rest is None else rest
         if exclude_node is not None:

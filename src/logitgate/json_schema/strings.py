@@ -352,8 +352,10 @@ def encode_automaton(node: Automaton) -> Automaton:
 # ---------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def string_node(content: Node) -> Node:
-    """A JSON string token: ``"``, the encoded ``content``, ``"``."""
+    """A JSON string token: ``"``, the encoded ``content``, ``"`` (cached: formats, key names and
+    patterns recur across schemas)."""
     return _cat(_QUOTE, encode_content(content), _QUOTE)
 
 
@@ -363,6 +365,7 @@ def any_string_node() -> Node:
     return string_node(Repeat(any_char(), 0, None))
 
 
+@lru_cache(maxsize=8192)
 def literal_string_node(value: str) -> Node:
     """The JSON texts that decode to exactly ``value`` (every encoding)."""
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):

@@ -15,6 +15,7 @@ relaxed (an over-approximation) and reported in ``relaxed``.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -808,10 +809,8 @@ class Translator:
         if pat is not None:
             if not isinstance(pat, str):
                 raise SchemaError("pattern must be a string", pointer=sub.pointer + "/pattern")
-            from .ecma import pattern_node
-
             try:
-                parts.append(string_node(pattern_node(pat)))
+                parts.append(_pattern_string(pat))
             except RegexError as e:
                 raise SchemaError(f"pattern: {e}", pointer=sub.pointer + "/pattern") from None
         fmt = s.get("format")
@@ -1051,17 +1050,21 @@ _DIFF_CACHE: dict[tuple[Node, Node], Node] = {}
 
 
 def _known_empty(node: Node) -> bool:
-    """Whether a lexeme language is empty: boolean results are trimmed minimal automata, so only
-    ``NOTHING`` is; plain trees (a pattern) are checked."""
-    from ..regex.ast import Automaton
+    """Whether a lexeme language is empty. Boolean results are trimmed minimal automata, so only
+    ``NOTHING`` is empty; the other trees (lengths, formats, literals, patterns, whose emptiness
+    :func:`_pattern_string` checks once per pattern) match something."""
+    return isinstance(node, CharClass) and not node.ranges
 
-    if isinstance(node, CharClass):
-        return not node.ranges
-    if isinstance(node, Automaton):
-        return False
-    from ..automata.boolean import is_empty
 
-    return is_empty(node)
+@functools.lru_cache(maxsize=1024)
+def _pattern_string(pattern: str) -> Node:
+    """The JSON string texts whose value ``pattern`` matches (``NOTHING`` if none)."""
+    from ..automata.boolean import NOTHING, is_empty
+    from .ecma import pattern_node
+    from .strings import string_node
+
+    content = pattern_node(pattern)
+    return NOTHING if is_empty(content) else string_node(content)
 
 
 def _priority(node: Node) -> int:
