@@ -817,10 +817,14 @@ class Translator:
         if isinstance(fmt, str):
             from .formats import format_node
 
+            from .formats import APPROXIMATE_FORMATS
+
             node = format_node(fmt)
             if node is None:
-                self.note(f"format {fmt!r} is not asserted (unknown format: an annotation only)")
+                self.note(f"format {fmt!r} is not asserted (an annotation only)")
             else:
+                if fmt in APPROXIMATE_FORMATS:
+                    self.note(f"format {fmt!r} is checked from above (see FORMAT_NOTES)")
                 parts.append(string_node(node))
         return parts
 

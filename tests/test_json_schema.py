@@ -1,0 +1,271 @@
+"""Grammar.from_json_schema: the API contract, options, errors, and masks on real tokenizers."""
+from __future__ import annotations
+
+import json
+import random
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+import logitgate as lg
+
+from .json_schema_helpers import BENCH, accepts, bench_instances, bench_schemas, byte_tokenizer, dumps
+
+
+def compiled(schema, **kw):
+    return lg.compile(lg.Grammar.from_json_schema(schema, **kw), byte_tokenizer())
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "email": {"type": "string", "format": "email"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def test_schema_order_is_the_default():
+    c = compiled(PERSON)
+    assert accepts(c, '{"name":"Ann","age":31}')
+    assert accepts(c, '{"name":"Ann","age":31,"email":"a@b.co","tags":["x","y"]}')
+    assert not accepts(c, '{"age":31,"name":"Ann"}')  # out of schema order
+    assert not accepts(c, '{"name":"Ann"}')  # required age missing
+    assert not accepts(c, '{"name":"","age":31}')  # minLength
+    assert not accepts(c, '{"name":"Ann","age":151}')  # maximum
+    assert not accepts(c, '{"name":"Ann","age":3,"x":1}')  # additionalProperties false
+    assert not accepts(c, '{"name":"Ann","age":3,"tags":["a","b","c","d"]}')  # maxItems
+    assert not accepts(c, '{"name":"Ann","age":3,"email":"nope"}')  # format
+
+
+def test_any_order_each_property_at_most_once():
+    c = compiled(PERSON, property_order="any")
+    assert accepts(c, '{"age":31,"name":"Ann"}')
+    assert accepts(c, '{"tags":[],"age":1,"name":"B"}')
+    assert not accepts(c, '{"age":31,"name":"Ann","age":32}')
+    assert not accepts(c, '{"age":31}')
+
+
+def test_additional_properties_default_true_excludes_named_keys():
+    c = compiled({"type": "object", "properties": {"a": {"type": "integer"}}})
+    assert accepts(c, '{"a":1,"b":"x","c":[1,{"d":null}]}')
+    assert accepts(c, '{"b":true}')
+    assert not accepts(c, '{"a":1,"a":2}')  # the extra key cannot repeat a named one
+    assert not accepts(c, '{"a":"x"}')
+
+
+def test_whitespace_modes():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    value = {"a": [1, 2], "b": {}}
+    pretty = compiled(schema, whitespace="pretty")
+    assert accepts(pretty, json.dumps(value, indent=2))
+    assert not accepts(pretty, json.dumps(value))
+    flexible = compiled(schema, whitespace="flexible")
+    for text in (json.dumps(value), json.dumps(value, indent=4), ' {"a" :\n[ 1 ,2 ]\t, "b":{ } } '):
+        assert accepts(flexible, text), text
+    assert not accepts(flexible, '{"a":' + " " * 65 + "[]}")  # a run is bounded
+    compact = compiled(schema)
+    assert accepts(compact, '{"a":[1,2],"b":{}}')
+    assert not accepts(compact, '{"a": [1,2]}')
+
+
+def test_json_any_value():
+    c = lg.compile(lg.Grammar.json(), byte_tokenizer())
+    for v in [None, True, 1, -2.5e-3, "x\u00e9\n", [], {}, {"a": [1, {"b": None}]}]:
+        assert accepts(c, json.dumps(v, separators=(",", ":"))), v
+    assert not accepts(c, "{'a':1}")
+    assert not accepts(c, "[1,]")
+
+
+def test_string_escapes_and_code_point_lengths():
+    c = compiled({"type": "string", "maxLength": 2})
+    assert accepts(c, '"\\u00e9\\n"')
+    assert accepts(c, '"😀é"')  # two code points, six bytes
+    assert not accepts(c, '"abc"')
+    assert accepts(c, '"\\ud83d\\ude00"')  # one code point as a surrogate pair
+    assert not accepts(c, '"\\ud83d"')  # a lone surrogate is never produced
+
+
+def test_pattern_is_a_search_and_ecma():
+    c = compiled({"type": "string", "pattern": "\\d{3}"})
+    assert accepts(c, '"ab123cd"')
+    assert not accepts(c, '"ab12cd"')
+    anchored = compiled({"type": "string", "pattern": "^[a-z]+$"})
+    assert accepts(anchored, '"abc"')
+    assert not accepts(anchored, '"abc\\n"')  # ECMA $ is the very end
+
+
+def test_numbers_exact_decimal_bounds_and_multiple_of():
+    c = compiled({"type": "number", "exclusiveMinimum": 0.1, "maximum": 2})
+    assert accepts(c, "0.1000001") and accepts(c, "2") and accepts(c, "2.000") and accepts(c, "1e-0")
+    assert not accepts(c, "0.1") and not accepts(c, "0.10") and not accepts(c, "2.0001")
+    m = compiled({"type": "integer", "multipleOf": 3, "minimum": -10})
+    assert accepts(m, "-9") and accepts(m, "3000000000000000000000") and accepts(m, "6.0")
+    assert not accepts(m, "4") and not accepts(m, "-12")
+    big = compiled({"type": "integer", "minimum": 2**64})
+    assert accepts(big, str(2**64)) and not accepts(big, str(2**64 - 1))
+
+
+def test_enum_const_and_numeric_equality():
+    c = compiled({"enum": ["a", 1, None, {"k": [1]}]})
+    for text in ('"a"', "1", "1.0", "null", '{"k":[1]}'):
+        assert accepts(c, text), text
+    assert not accepts(c, '"b"') and not accepts(c, "2") and not accepts(c, '{"k":[2]}')
+
+
+def test_refs_recursion_and_defs():
+    tree = {
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                           "required": ["v"], "additionalProperties": False}},
+        "$ref": "#/$defs/node",
+    }
+    c = compiled(tree)
+    assert accepts(c, '{"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4}]}]}')
+    assert not accepts(c, '{"v":1,"kids":[{"w":2}]}')
+
+
+def test_remote_refs_from_a_registry():
+    registry = {"https://example.com/pos.json": {"type": "integer", "minimum": 1}}
+    c = compiled({"type": "array", "items": {"$ref": "https://example.com/pos.json"}}, registry=registry)
+    assert accepts(c, "[1,2]") and not accepts(c, "[0]")
+    with pytest.raises(lg.SchemaError) as e:
+        lg.Grammar.from_json_schema({"items": {"$ref": "https://example.com/missing.json"}})
+    assert e.value.pointer == "/items/$ref"
+
+
+def test_combinators_if_then_else_and_dependencies():
+    s = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["a", "b"]}, "x": {"type": "integer"}},
+        "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+        "then": {"required": ["x"]},
+        "dependentRequired": {"x": ["kind"]},
+    }
+    c = compiled(s, property_order="any")
+    assert accepts(c, '{"kind":"a","x":1}') and accepts(c, '{"kind":"b"}') and accepts(c, "{}")
+    assert not accepts(c, '{"kind":"a"}') and not accepts(c, '{"x":1}')
+    one = compiled({"oneOf": [{"type": "string"}, {"type": "integer"}]})
+    assert accepts(one, '"s"') and accepts(one, "3") and not accepts(one, "true")
+    assert not lg.Grammar.from_json_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}).relaxed
+
+
+def test_contains_and_unique_items():
+    c = compiled({"type": "array", "contains": {"const": 1}, "minContains": 2, "maxContains": 2})
+    assert accepts(c, "[1,0,1]") and not accepts(c, "[1]") and not accepts(c, "[1,1,1]")
+    u = compiled({"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": True})
+    assert accepts(u, '["z","x"]') and not accepts(u, '["x","x"]')
+
+
+def test_strict_mode_lists_every_unsupported_construct_with_its_pointer():
+    schema = {"type": "object", "properties": {
+        "a": {"type": "array", "uniqueItems": True},
+        "b": {"oneOf": [{"type": "integer"}, {"minimum": 3}]},
+    }}
+    with pytest.raises(lg.SchemaError) as e:
+        lg.Grammar.from_json_schema(schema)
+    pointers = [p for p, _ in e.value.problems]
+    assert "/properties/a/uniqueItems" in pointers and "/properties/b/oneOf" in pointers
+    g = lg.Grammar.from_json_schema(schema, strict=False)
+    assert {p for p, _ in g.relaxed} == set(pointers)
+
+
+def test_unsatisfiable_and_malformed_schemas_are_reported():
+    for schema in ({"type": "integer", "minimum": 5, "maximum": 4}, {"allOf": [{"type": "string"}, {"type": "null"}]},
+                   {"type": "object", "required": ["a"], "properties": {"a": False}}, False):
+        with pytest.raises(lg.SchemaError, match="no JSON document"):
+            lg.Grammar.from_json_schema(schema)
+    with pytest.raises(lg.SchemaError) as e:
+        lg.Grammar.from_json_schema({"properties": {"a": {"type": "strin"}}})
+    assert e.value.pointer == "/properties/a/type"
+    with pytest.raises(lg.SchemaError) as e:
+        lg.Grammar.from_json_schema({"properties": {"a": {"pattern": "(?<=x)y"}}})
+    assert e.value.pointer == "/properties/a/pattern" and "offset" in str(e.value)
+    with pytest.raises(lg.SchemaError, match="not valid JSON"):
+        lg.Grammar.from_json_schema('{"type": ')
+    with pytest.raises(ValueError, match="whitespace"):
+        lg.Grammar.from_json_schema({}, whitespace="tabs")
+
+
+def test_pydantic_models():
+    pydantic = pytest.importorskip("pydantic")
+
+    class Item(pydantic.BaseModel):
+        name: str
+        price: float = pydantic.Field(gt=0)
+        tags: list[str] = []
+
+    c = compiled(Item)
+    assert accepts(c, '{"name":"x","price":1.5,"tags":["a"]}')
+    assert accepts(c, '{"name":"x","price":2}')
+    assert not accepts(c, '{"name":"x","price":0}')
+    assert Item.model_validate_json('{"name":"x","price":1.5}').price == 1.5
+
+
+def test_numbers_in_the_schema_stay_exact():
+    g1 = lg.Grammar.from_json_schema('{"type": "number", "maximum": 0.1}')
+    g2 = lg.Grammar.from_json_schema({"type": "number", "maximum": Decimal("0.1")})
+    g3 = lg.Grammar.from_json_schema({"type": "number", "maximum": 0.1})
+    assert g1.cache_key == g2.cache_key == g3.cache_key
+    c = lg.compile(g1, byte_tokenizer())
+    assert accepts(c, "0.1") and not accepts(c, "0.10000000000000001")
+
+
+def _brute_mask(m: lg.Matcher, vocab: int) -> np.ndarray:
+    out = np.zeros(vocab, bool)
+    for t in range(vocab):
+        out[t] = m.fork().accept_token(t)
+    return out
+
+
+@pytest.mark.parametrize("tok_name", ["tok_spm", "tok_tekken"])
+def test_masks_match_brute_force_on_real_tokenizers(tok_name, request):
+    """Along a valid document, every mask equals the per-token brute force (sampled steps)."""
+    tok = request.getfixturevalue(tok_name)
+    c = lg.compile(lg.Grammar.from_json_schema(PERSON), tok)
+    text = '{"name":"Zoë \\"Z\\"","age":42,"email":"z@example.org","tags":["a","b"]}'
+    m = lg.Matcher(c)
+    rng = random.Random(0)
+    pos = 0
+    data = text.encode()
+    steps = 0
+    while pos < len(data):
+        allowed = m.allowed_token_ids()
+        if steps % 4 == 0:
+            allowed_set = set(allowed.tolist())
+            sample = sorted(set(rng.sample(range(tok.vocab_size), 3000)) | set(allowed[:200].tolist()))
+            for t in sample:
+                assert (t in allowed_set) == m.fork().accept_token(t), (steps, t)
+        # advance by the longest allowed token that spells the next bytes
+        best = max((t for t in allowed.tolist() if data.startswith(tok.token_bytes(t), pos)),
+                   key=lambda t: len(tok.token_bytes(t)))
+        assert m.accept_token(best)
+        pos += len(tok.token_bytes(best))
+        steps += 1
+    assert m.is_accepting()
+
+
+@pytest.mark.skipif(not BENCH.is_dir(), reason="shared/data/jsonschemabench not found")
+@pytest.mark.parametrize("subset", ["Github_easy", "Glaiveai2K", "Kubernetes", "JsonSchemaStore", "Snowplow",
+                                    "WashingtonPost", "Github_medium"])
+def test_jsonschemabench_sample(subset):
+    """A sample of JSONSchemaBench: every valid instance accepted (in its own key order, with
+    property_order="any"), every invalid one rejected unless the grammar reports a relaxation."""
+    schemas = bench_schemas(subset)
+    instances = bench_instances(subset)
+    ids = [i for i in schemas if i in instances][:6]
+    assert ids
+    for sid in ids:
+        g = lg.Grammar.from_json_schema(schemas[sid], strict=False, property_order="any")
+        c = lg.compile(g, byte_tokenizer())
+        for test in instances[sid]:
+            ok = accepts(c, dumps(test["data"]))
+            if test["valid"]:
+                assert ok, (sid, test["description"])
+            elif not g.relaxed:
+                assert not ok, (sid, test["description"])
