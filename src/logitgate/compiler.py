@@ -270,7 +270,8 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
             return CompiledCFG(grammar, tokenizer, cfg, lexer)
         return CompiledCFG(grammar, tokenizer, lower(ir))
     if grammar.kind == "json_schema":
-        return CompiledCFG(grammar, tokenizer, grammar._cfg)
+        cfg, lexer = grammar._cfg
+        return CompiledCFG(grammar, tokenizer, cfg, lexer)
     raise CompileError(f"grammars of kind {grammar.kind!r} are not supported yet")
 
 

@@ -60,8 +60,9 @@ def bits_of(flags: np.ndarray, n_words: int) -> np.ndarray:
     return out.astype(np.uint64)
 
 
-def build_lexer(cfg: CFG) -> LexerTables:
-    """Build the lexer DFA and its tables for ``cfg``'s terminals."""
+def build_lexer(cfg: CFG, max_states: int = 0) -> LexerTables:
+    """Build the lexer DFA and its tables for ``cfg``'s terminals (at most ``max_states`` states,
+    default ``MAX_LEXER_STATES``; beyond it a GrammarError says the lexer is too large)."""
     terms = cfg.terminals
     n_t = len(terms)
     n_words = max(1, (n_t + 63) // 64)
@@ -74,7 +75,7 @@ def build_lexer(cfg: CFG) -> LexerTables:
                            rank=_ro(np.zeros(n_words * 64, np.int64)),
                            mode=1 if cfg.lex_mode == "global" else 0, has_lazy=False)
     try:
-        dfa = build_dfa([t.node for t in terms], max_states=MAX_LEXER_STATES)
+        dfa = build_dfa([t.node for t in terms], max_states=max_states or MAX_LEXER_STATES)
     except CompileError as e:
         raise GrammarError(f"the grammar's terminals need too large a lexer: {e}") from e
     if dfa.start < 0:

@@ -126,21 +126,30 @@ class Grammar:
         remote ``$ref``s, ``{uri: schema}``. A schema no document satisfies raises ``SchemaError``.
         """
         from ..errors import GrammarError, SchemaError
-        from ..json_schema import canonical_json, schema_to_ir
+        from ..json_schema import MAX_JSON_LEXER_STATES, canonical_json, schema_to_ir
         from .cfg import lower
+        from .lexer import build_lexer
 
-        loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
-                                  registry=registry)
-        try:
-            cfg = lower(tr.ir, warn=False)
-        except GrammarError as e:
-            if "language is empty" in e.reason:
-                raise SchemaError("no JSON document satisfies this schema", pointer="") from None
-            raise
+        for level in range(4):
+            loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
+                                      registry=registry, level=level)
+            try:
+                cfg = lower(tr.ir, warn=False)
+            except GrammarError as e:
+                if "language is empty" in e.reason:
+                    raise SchemaError("no JSON document satisfies this schema", pointer="") from None
+                raise
+            try:
+                lexer = build_lexer(cfg, MAX_JSON_LEXER_STATES)
+                break
+            except GrammarError as e:
+                if "too large a lexer" not in e.reason or level == 3:
+                    raise SchemaError(f"the schema's string and number constraints need too large a lexer "
+                                      f"({e.reason})") from None
         options: tuple = (("whitespace", whitespace), ("property_order", property_order), ("strict", bool(strict)))
         if registry:
             options += (("registry", canonical_json({str(k): v for k, v in dict(registry).items()})),)
-        return cls("json_schema", canonical_json(loaded.root), 0, options, _ir=tr.ir, _cfg=cfg,
+        return cls("json_schema", canonical_json(loaded.root), 0, options, _ir=tr.ir, _cfg=(cfg, lexer),
                    _relaxed=tuple(tr.relaxed))
 
     @classmethod

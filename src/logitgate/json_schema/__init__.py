@@ -15,7 +15,10 @@ from typing import Any
 from .loader import load
 from .translate import MAX_WHITESPACE, PROPERTY_ORDERS, WHITESPACE_MODES, Translation, build_ir
 
-__all__ = ["schema_to_ir", "canonical_json", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
+MAX_JSON_LEXER_STATES = 60_000
+"""Largest lexer DFA for one schema; beyond it string constraints are simplified (reported)."""
+
+__all__ = ["MAX_JSON_LEXER_STATES", "schema_to_ir", "canonical_json", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
 
 
 def canonical_json(value: Any) -> str:
@@ -30,12 +33,13 @@ def canonical_json(value: Any) -> str:
 
 
 def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: str = "schema", strict: bool = True,
-                 registry: Any = None) -> tuple[Any, Translation]:
-    """``(loaded schema, translation)`` for the given options (raises SchemaError)."""
+                 registry: Any = None, level: int = 0) -> tuple[Any, Translation]:
+    """``(loaded schema, translation)`` for the given options (raises SchemaError); ``level``: see
+    :func:`~logitgate.json_schema.translate.build_ir`."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {', '.join(map(repr, WHITESPACE_MODES))}, not {whitespace!r}")
     if property_order not in PROPERTY_ORDERS:
         raise ValueError(f"property_order must be one of {', '.join(map(repr, PROPERTY_ORDERS))}, "
                          f"not {property_order!r}")
     loaded = load(schema, registry)
-    return loaded, build_ir(loaded, whitespace=whitespace, property_order=property_order, strict=strict)
+    return loaded, build_ir(loaded, whitespace=whitespace, property_order=property_order, strict=strict, level=level)

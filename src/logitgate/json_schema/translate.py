@@ -164,8 +164,11 @@ def _sanitize(hint: str) -> str:
 class Translator:
     """Builds the IR for one loaded schema (see the module docstring)."""
 
-    def __init__(self, loaded: Loaded, whitespace: str, property_order: str, strict: bool) -> None:
+    def __init__(self, loaded: Loaded, whitespace: str, property_order: str, strict: bool,
+                 max_length: int = 256, string_constraints: bool = True) -> None:
         self.loaded = loaded
+        self.max_length = max_length
+        self.string_constraints = string_constraints
         self.whitespace = whitespace
         self.property_order = property_order
         self.strict = strict
@@ -798,13 +801,18 @@ class Translator:
             hi_i = _nonneg_int(hi, sub, "maxLength") if hi is not None else None
             if hi_i is not None and hi_i < lo_i:
                 return NEVER
-            if lo_i > MAX_EXACT_LENGTH or (hi_i is not None and hi_i > MAX_EXACT_LENGTH):
-                self.unsupported(sub.pointer, f"minLength/maxLength above {MAX_EXACT_LENGTH} are not enforced "
+            cap = self.max_length
+            if lo_i > cap or (hi_i is not None and hi_i > cap):
+                self.unsupported(sub.pointer, f"minLength/maxLength above {cap} are not enforced here "
                                  f"(longer strings are allowed)")
-                lo_i = min(lo_i, MAX_EXACT_LENGTH)
+                lo_i = min(lo_i, cap)
                 hi_i = None
             if lo_i or hi_i is not None:
                 parts.append(string_node(length_node(lo_i, hi_i)))
+        if not self.string_constraints and ("pattern" in s or "format" in s):
+            self.unsupported(sub.pointer, "pattern/format not enforced: together with the schema's other string "
+                             "constraints they need too large a lexer")
+            return parts
         pat = s.get("pattern")
         if pat is not None:
             if not isinstance(pat, str):
@@ -1168,9 +1176,13 @@ class _Bounds:
         return nodes[0] if len(nodes) == 1 else intersect(*nodes)
 
 
-def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool) -> Translation:
-    """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring)."""
-    tr = Translator(loaded, whitespace, property_order, strict)
+def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool, level: int = 0) -> Translation:
+    """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring).
+
+    ``level`` > 0 simplifies string lexemes when the exact ones need too large a lexer: 1 caps
+    exact lengths at 32, 2 drops length limits, 3 also drops patterns and formats (all reported)."""
+    caps = {0: MAX_EXACT_LENGTH, 1: 32, 2: 0, 3: 0}
+    tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level], string_constraints=level < 3)
     root = Sub(loaded.root, loaded.resolver, "", loaded.draft)
     body = tr.value((root,), 0)
     if body is NEVER:
