@@ -155,6 +155,53 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
     return out
 
 
+SHARED_MAX_STATES = 1024
+"""Largest lexer part (states reachable within the trie's depth) whose walks are shared across
+grammars; bigger ones are walked per grammar."""
+SHARED_CACHE_BYTES = 256 * 2**20
+
+
+class _SharedWalks:
+    """Per-vocabulary LRU of lexer-only walks, keyed by lexeme signature (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._d: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple | None:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is not None:
+                self._d.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple, value: tuple) -> None:
+        size = sum(a.nbytes for a in value)
+        with self._lock:
+            if key in self._d:
+                return
+            self._d[key] = value
+            self._bytes += size
+            while self._bytes > SHARED_CACHE_BYTES and len(self._d) > 1:
+                _, old = self._d.popitem(last=False)
+                self._bytes -= sum(a.nbytes for a in old)
+
+
+_shared_lock = threading.Lock()
+
+
+def _shared_walks(trie) -> _SharedWalks:
+    cache = getattr(trie, "_shared_walks", None)
+    if cache is None:
+        with _shared_lock:
+            cache = getattr(trie, "_shared_walks", None)
+            if cache is None:
+                cache = _SharedWalks()
+                trie._shared_walks = cache
+    return cache
+
+
 class CFGEngine:
     """Everything about one grammar and one vocabulary that all its parse states share."""
 
@@ -178,7 +225,9 @@ class CFGEngine:
         self._partial_bytes = 0
         self._all_bytes = np.ones(256, np.uint8)
         # lexer states inside a lexeme that cannot be an ignored one (see _partial_mask)
-        self._reduce = [s != lx.start and not (lx.reach_bits[s] & lx.ignore_bits).any() for s in range(lx.n_states)]
+        reduce = ~(lx.reach_bits & lx.ignore_bits).any(axis=1)
+        reduce[lx.start] = False
+        self._reduce = reduce.tolist()
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -304,13 +353,9 @@ class CFGEngine:
                         self._partial[key] = hit
             return hit
         trie = self.trie
-        inside = np.zeros(self.mask_words, dtype=np.uint32)
-        bnd_node = np.empty(trie.n_nodes, np.int32)
-        bnd_state = np.empty(trie.n_nodes, np.int32)
         first_ok = self._all_bytes if first is None else first
-        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, np.ascontiguousarray(exp),
-                               first_ok, inside, bnd_node, bnd_state))
-        bnd_node, bnd_state = bnd_node[:nb], bnd_state[:nb]
+        exp = np.ascontiguousarray(exp)
+        inside, bnd_node, bnd_state = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
         at_first = self._node_depth[bnd_node] == 1
@@ -329,6 +374,44 @@ class CFGEngine:
                 _, old = self._partial.popitem(last=False)
                 self._partial_bytes -= _entry_bytes(old)
         return hit
+
+    def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(inside mask, boundary nodes, boundary states)`` of the lexer-only walk from ``lex``.
+
+        Inside a lexeme, the walk is shared across grammars over the same vocabulary: its result
+        depends only on the part of the lexer reachable within the trie's depth, so it is keyed by
+        :func:`~logitgate.kernels.earley_kernels.lexeme_signature` in a per-vocabulary cache (the
+        string states of every JSON schema, say, are walked once per process)."""
+        trie = self.trie
+        order = None
+        if lex != self.lexer.start:
+            order = np.empty(SHARED_MAX_STATES, np.int32)
+            h1, h2, n = ek.lexeme_signature(self.L, lex, exp, first_ok, trie.max_depth, order)
+            if n > 0:
+                skey = (int(h1), int(h2), int(n))
+                found = _shared_walks(trie).get(skey)
+                if found is not None:
+                    return found[0], found[1], order[found[2]]
+            else:
+                order = None
+        inside = np.zeros(self.mask_words, dtype=np.uint32)
+        bnd_node = np.empty(trie.n_nodes, np.int32)
+        bnd_state = np.empty(trie.n_nodes, np.int32)
+        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
+                               bnd_node, bnd_state))
+        bnd_node, bnd_state = bnd_node[:nb].copy(), bnd_state[:nb].copy()
+        if order is not None:
+            # canonical numbers of the boundary states; number 0 is the root row, so lex met
+            # again deeper in the walk has its own number (the first one after 0, if any)
+            pos = np.full(self.lexer.n_states, -1, np.int32)
+            pos[order[1:n][::-1]] = np.arange(n - 1, 0, -1, dtype=np.int32)
+            canon = pos[bnd_state]
+            canon[self._node_depth[bnd_node] == 1] = 0
+            if (canon >= 0).all():
+                inside.setflags(write=False)
+                bnd_node.setflags(write=False)
+                _shared_walks(trie).put(skey, (inside, bnd_node, canon))
+        return inside, bnd_node, bnd_state
 
     @property
     def n_masks_computed(self) -> int:

@@ -811,3 +811,77 @@ def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
                 out[b] = 1 if ok_end and t >= 0 and _viable(reach_bits, t, exp2, ign) else 0
     meta[0] = rows
     return OK
+
+@njit(cache=True, nogil=True, inline="always")
+def _sig_mix(h, v):  # pragma: no cover - compiled
+    """One step of a 64-bit multiplicative hash (wrapping)."""
+    h ^= np.uint64(v) + np.uint64(0x9E3779B97F4A7C15) + (h << np.uint64(6)) + (h >> np.uint64(2))
+    return h * np.uint64(0xBF58476D1CE4E5B9)
+
+
+@njit(cache=True, nogil=True)
+def lexeme_signature(L, s0, exp, first_ok, depth, order):  # pragma: no cover - compiled
+    """A 128-bit fingerprint of everything :func:`lexer_walk` reads from lexer state ``s0`` with
+    expected set ``exp``: the states reachable within ``depth`` bytes through moves the walk
+    follows, numbered in breadth-first order (written to ``order``: canonical -> local state),
+    their rows (targets as canonical numbers, -1 where the walk stops) and, per state, whether it
+    is viable, a lazy stop, and how its lexeme ends. Equal fingerprints give equal walks up to
+    that numbering, so walks can be shared across grammars. Returns ``(h1, h2, n)``; ``n < 0``:
+    not shareable (an ignored lexeme can follow, which continues from the start state)."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    canon = {}  # local state -> canonical number; the root row (number 0) is apart: only
+    # there do first bytes outside ``first_ok`` skip their subtree, so s0 met again is numbered anew
+    canon[-1] = -1
+    dep = np.empty(order.shape[0], np.int32)
+    scan = np.zeros(exp.shape[0], np.uint64)
+    h1 = np.uint64(0x243F6A8885A308D3)
+    h2 = np.uint64(0x13198A2E03707344)
+    order[0] = s0
+    dep[0] = 0
+    n = 1
+    q = 0
+    while q < n:
+        s = order[q]
+        d = dep[q]
+        ok = 1 if _viable(reach_bits, s, exp, ign) else 0
+        stop = 1 if has_lazy and s != lex_start and _lazy_stop(acc_bits, lazy_bits, s, exp, ign) else 0
+        e = 0
+        if s != lex_start:
+            e = end_lexeme(L, s, exp, scan)
+            if e == 2:
+                return np.uint64(0), np.uint64(0), -1
+        flags = ok | (stop << 1) | (e << 2) | ((1 if s == lex_start else 0) << 4) | (mode << 5)
+        h1 = _sig_mix(h1, flags)
+        h2 = _sig_mix(h2, flags + 77)
+        if d < depth:
+            prev = -100
+            for b in range(256):
+                t = trans[s, b]
+                if q == 0 and not first_ok[b]:
+                    v = -5  # the walk never starts with this byte
+                elif t >= 0 and stop == 0:
+                    if _viable(reach_bits, t, exp, ign):
+                        c = canon.get(t, -1)
+                        if c < 0:
+                            if n >= order.shape[0]:
+                                return np.uint64(0), np.uint64(0), -1
+                            c = n
+                            canon[t] = c
+                            order[n] = t
+                            dep[n] = d + 1
+                            n += 1
+                        v = c
+                    elif mode == 1:
+                        v = -3  # a global lexer drops the token here, no end check
+                    else:
+                        v = -1  # the lexeme may end before this byte
+                else:
+                    v = -1
+                if v != prev:
+                    h1 = _sig_mix(h1, (b << 32) | (v + 8))
+                    h2 = _sig_mix(h2, (v + 8) * 257 + b)
+                    prev = v
+        else:
+            h1 = _sig_mix(h1, np.uint64(0xFFFF))
+        q += 1
+    return h1, h2, n
