@@ -232,6 +232,7 @@ class CFGEngine:
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
+        self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
         probe = self.new_state()
         if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
             from ..errors import GrammarError
@@ -386,7 +387,9 @@ class CFGEngine:
         order = None
         if lex != self.lexer.start:
             order = np.empty(SHARED_MAX_STATES, np.int32)
-            h1, h2, n = ek.lexeme_signature(self.L, lex, exp, first_ok, trie.max_depth, order)
+            if self._runs is None:
+                self._runs = ek.row_runs(self.lexer.trans)
+            h1, h2, n = ek.lexeme_signature(self.L, self._runs, lex, exp, first_ok, trie.max_depth, order)
             if n > 0:
                 skey = (int(h1), int(h2), int(n))
                 found = _shared_walks(trie).get(skey)

@@ -820,15 +820,45 @@ def _sig_mix(h, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def lexeme_signature(L, s0, exp, first_ok, depth, order):  # pragma: no cover - compiled
+def row_runs(trans):  # pragma: no cover - compiled
+    """Each lexer row as runs of equal targets: run ``k`` of state ``s`` (``run_ptr[s] <= k <
+    run_ptr[s+1]``) covers bytes ``run_byte[k]`` up to the next run's first byte (or 255)."""
+    n = trans.shape[0]
+    run_ptr = np.zeros(n + 1, np.int32)
+    count = 0
+    for s in range(n):
+        prev = -2
+        for b in range(256):
+            if trans[s, b] != prev:
+                count += 1
+                prev = trans[s, b]
+        run_ptr[s + 1] = count
+    run_byte = np.empty(count, np.int32)
+    run_target = np.empty(count, np.int32)
+    k = 0
+    for s in range(n):
+        prev = -2
+        for b in range(256):
+            if trans[s, b] != prev:
+                prev = trans[s, b]
+                run_byte[k] = b
+                run_target[k] = prev
+                k += 1
+    return run_ptr, run_byte, run_target
+
+
+@njit(cache=True, nogil=True)
+def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no cover - compiled
     """A 128-bit fingerprint of everything :func:`lexer_walk` reads from lexer state ``s0`` with
     expected set ``exp``: the states reachable within ``depth`` bytes through moves the walk
     follows, numbered in breadth-first order (written to ``order``: canonical -> local state),
-    their rows (targets as canonical numbers, -1 where the walk stops) and, per state, whether it
-    is viable, a lazy stop, and how its lexeme ends. Equal fingerprints give equal walks up to
-    that numbering, so walks can be shared across grammars. Returns ``(h1, h2, n)``; ``n < 0``:
-    not shareable (an ignored lexeme can follow, which continues from the start state)."""
+    their rows (targets as canonical numbers, -1 where the walk stops; rows are read as runs,
+    ``runs`` from :func:`row_runs`) and, per state, whether it is viable, a lazy stop, and how its
+    lexeme ends. Equal fingerprints give equal walks up to that numbering, so walks can be shared
+    across grammars. Returns ``(h1, h2, n)``; ``n < 0``: not shareable (an ignored lexeme can
+    follow, which continues from the start state, or more than ``order.shape[0]`` states)."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    run_ptr, run_byte, run_target = runs
     canon = {}  # local state -> canonical number; the root row (number 0) is apart: only
     # there do first bytes outside ``first_ok`` skip their subtree, so s0 met again is numbered anew
     canon[-1] = -1
@@ -855,11 +885,11 @@ def lexeme_signature(L, s0, exp, first_ok, depth, order):  # pragma: no cover - 
         h2 = _sig_mix(h2, flags + 77)
         if d < depth:
             prev = -100
-            for b in range(256):
-                t = trans[s, b]
-                if q == 0 and not first_ok[b]:
-                    v = -5  # the walk never starts with this byte
-                elif t >= 0 and stop == 0:
+            for k in range(run_ptr[s], run_ptr[s + 1]):
+                t = run_target[k]
+                last = run_byte[k + 1] if k + 1 < run_ptr[s + 1] else 256
+                v = -1
+                if t >= 0 and stop == 0:
                     if _viable(reach_bits, t, exp, ign):
                         c = canon.get(t, -1)
                         if c < 0:
@@ -873,14 +903,16 @@ def lexeme_signature(L, s0, exp, first_ok, depth, order):  # pragma: no cover - 
                         v = c
                     elif mode == 1:
                         v = -3  # a global lexer drops the token here, no end check
-                    else:
-                        v = -1  # the lexeme may end before this byte
-                else:
-                    v = -1
-                if v != prev:
-                    h1 = _sig_mix(h1, (b << 32) | (v + 8))
-                    h2 = _sig_mix(h2, (v + 8) * 257 + b)
-                    prev = v
+                for b in range(run_byte[k], last):
+                    w = v
+                    if q == 0 and not first_ok[b]:
+                        w = -5  # the walk never starts with this byte
+                    if w != prev:
+                        h1 = _sig_mix(h1, (b << 32) | (w + 8))
+                        h2 = _sig_mix(h2, (w + 8) * 257 + b)
+                        prev = w
+                    if q > 0:
+                        break  # the rest of the run repeats w (only the root row varies per byte)
         else:
             h1 = _sig_mix(h1, np.uint64(0xFFFF))
         q += 1
