@@ -4,7 +4,7 @@
     python3 tasks.py demo     # create .venv, install logitgate + a real tokenizer, run the demo
     python3 tasks.py test     # create .venv, install logitgate[dev], run the test suite
     python3 tasks.py bench    # install the peer engines too, run the side-by-side benchmarks
-                              # (`bench regex` or `bench grammar` for one of them)
+                              # (`bench regex`, `bench grammar` or `bench json` for one of them)
 
 Extra arguments after the task are passed on (to pytest, the demo or the benchmark). Installs are
 skipped when pyproject.toml has not changed since the last install for that task.
@@ -64,12 +64,13 @@ def main(argv: list[str]) -> int:
     elif task == "test":
         cmd = [PY, "-m", "pytest", "-q", *rest]
     else:
-        # `python3 tasks.py bench [regex|grammar] [options]`: both benchmarks by default
-        which = rest[0] if rest and rest[0] in ("regex", "grammar") else None
+        # `python3 tasks.py bench [regex|grammar|json] [options]`: every benchmark by default
+        scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py"}
+        which = rest[0] if rest and rest[0] in scripts else None
         args = rest[1:] if which else rest
         rc = 0
-        for name in ([which] if which else ["regex", "grammar"]):
-            rc |= subprocess.call([str(PY), f"bench/bench_{name}.py", *args], cwd=ROOT)
+        for name in ([which] if which else list(scripts)):
+            rc |= subprocess.call([str(PY), f"bench/{scripts[name]}", *args], cwd=ROOT)
         return rc
     return subprocess.call([str(c) for c in cmd], cwd=ROOT)
 

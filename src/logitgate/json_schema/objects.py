@@ -70,8 +70,9 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
     from .strings import literal_string_node
 
     subs = [s for s in conj if isinstance(s.schema, dict)]
-    names: list[str] = []
+    names: list[str] = []  # every `properties` key in schema order, then required-only names
     required: set[str] = set()
+    required_order: list[str] = []
     lo, hi = 0, None
     patterns: list[tuple[int, str, Sub]] = []
     for i, sub in enumerate(subs):
@@ -87,10 +88,8 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
                 req = []
             else:
                 raise SchemaError("required must be an array of strings", pointer=sub.pointer + "/required")
-        for r in req:
-            required.add(r)
-            if r not in names:
-                names.append(r)
+        required_order.extend(r for r in req if r not in required)
+        required.update(req)
         pp = sub.get("patternProperties") or {}
         for pat, ps in pp.items():
             patterns.append((i, pat, sub.child(ps, "patternProperties", pat)))
@@ -100,6 +99,7 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
         mx = _int_kw(sub, "maxProperties")
         if mx is not None:
             hi = mx if hi is None else min(hi, mx)
+    names.extend(r for r in required_order if r not in names)
     if hi is not None and (hi < lo or hi < len(required)):
         return NEVER
     pattern_dfas = {}
@@ -161,9 +161,13 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
         named.append(_Named(name, key, value, name in required))
 
     extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth)
+    pointer = subs[0].pointer if subs else ""
     if tr.property_order == "any":
-        return _any_order(tr, named, extras, lo, hi, depth, subs[0].pointer if subs else "")
-    return _schema_order(tr, named, extras, lo, hi, depth, subs[0].pointer if subs else "")
+        return _any_order(tr, named, extras, lo, hi, depth, pointer)
+    listed = {nm for sub in subs for nm in (sub.get("properties") or {})}
+    ordered = [m for m in named if m.name in listed]
+    free = [m for m in named if m.name not in listed]  # required but not listed: any order, at the end
+    return _schema_order(tr, ordered, free, extras, lo, hi, depth, pointer)
 
 
 def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
@@ -205,8 +209,8 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
     return out
 
 
-def _schema_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
-                  pointer: str) -> Expr:
+def _schema_order(tr: "Translator", named: list[_Named], free: list[_Named], extras: list[Expr], lo: int,
+                  hi: int | None, depth: int, pointer: str) -> Expr:
     n = len(named)
     counting = lo > 0 or hi is not None
     cap = max(lo, (hi + 1) if hi is not None else 0, 1) if counting else 1
@@ -223,8 +227,12 @@ def _schema_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo:
     def member(m: _Named) -> Expr:
         return Seq((m.key, tr.ws(), tr.member_value(m.value)))
 
+    free_state = _any_order_machine(tr, free, extras, lo, hi, depth, pointer)[0] if free else None
+
     def tail(c: int) -> Expr:
         """Extra members after the named ones; ``c`` members so far (c == 0: at least one)."""
+        if free_state is not None:
+            return free_state(0, c)
         alts: list[Expr] = []
         if c > 0 and c >= lo:
             alts.append(Empty())
@@ -267,7 +275,7 @@ def _schema_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo:
         tr.define(name, body)
         return Ref(name)
 
-    can_be_empty = lo == 0 and not any(m.required for m in named)
+    can_be_empty = lo == 0 and not any(m.required for m in named + free)
     body = chain(0, 0)
     alts = []
     if can_be_empty:
@@ -279,6 +287,21 @@ def _schema_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo:
 
 def _any_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
                pointer: str) -> Expr:
+    state, can_be_empty = _any_order_machine(tr, named, extras, lo, hi, depth, pointer)
+    body = state(0, 0)
+    alts: list[Expr] = []
+    if can_be_empty:
+        alts.append(tr.empty("{}", depth))
+    if body is not NEVER:
+        alts.append(Seq((tr.open_("{", depth), body, tr.close("}", depth))))
+    return _alt(alts)
+
+
+def _any_order_machine(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None,
+                       depth: int, pointer: str) -> tuple[Any, bool]:
+    """``(state, can_be_empty)``: ``state(mask, c)`` is the rule for the rest of an object whose
+    tracked properties in ``mask`` were used and which has ``c`` members so far (``c == 0``: at
+    least one more)."""
     n = len(named)
     if n <= MAX_ANY_ORDER_TRACKED:
         tracked = [i for i in range(n)]
@@ -329,11 +352,4 @@ def _any_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: in
         tr.define(name, body)
         return Ref(name)
 
-    can_be_empty = lo == 0 and need == 0 and not untracked_required
-    body = state(0, 0)
-    alts: list[Expr] = []
-    if can_be_empty:
-        alts.append(tr.empty("{}", depth))
-    if body is not NEVER:
-        alts.append(Seq((tr.open_("{", depth), body, tr.close("}", depth))))
-    return _alt(alts)
+    return state, lo == 0 and need == 0 and not untracked_required
