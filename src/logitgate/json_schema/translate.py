@@ -494,11 +494,11 @@ class Translator:
                 out.extend(n)
             return out
         if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
-            return [sub.child({"not": s}, "not")._as_not()]
+            return [_negated(sub, s)]
         if keys <= {"type", "properties", "required"}:
             out = []
             if "type" in s:
-                out.append(sub.child({"not": {"type": s["type"]}})._as_not())
+                out.append(_negated(sub, {"type": s["type"]}))
                 types = s["type"] if isinstance(s["type"], list) else [s["type"]]
                 if "object" not in types:
                     return out
@@ -601,13 +601,8 @@ class Translator:
         return alts[0] if len(alts) == 1 else Alt(tuple(alts))
 
     def _check_keywords(self, sub: Sub) -> None:
+        """Keyword shapes the draft fixes (unknown keywords are annotations: ignored)."""
         s = sub.schema
-        for k in s:
-            if k in KNOWN or k.startswith("x-"):
-                continue
-            if k in ("unevaluatedProperties", "unevaluatedItems"):
-                continue
-            # unknown keywords are annotations per the spec: ignored
         if sub.draft == "draft4":
             for k in ("exclusiveMinimum", "exclusiveMaximum"):
                 if k in s and not isinstance(s[k], bool):
@@ -979,11 +974,9 @@ class _NotSchema(dict):
         return self["not"]
 
 
-def _as_not(self: Sub) -> Sub:
-    return Sub(_NotSchema(self.schema), self.resolver, self.pointer, self.draft)
-
-
-Sub._as_not = _as_not  # type: ignore[attr-defined]
+def _negated(sub: Sub, inner: dict) -> Sub:
+    """The primitive-only negation of ``inner`` (a schema of ``sub``'s resource)."""
+    return Sub(_NotSchema({"not": inner}), sub.resolver, sub.pointer + "/not", sub.draft)
 
 
 def _set_scope(items: list[Any], scope: tuple) -> None:
