@@ -75,6 +75,7 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
     required_order: list[str] = []
     lo, hi = 0, None
     patterns: list[tuple[int, str, Sub]] = []
+    open_subs: set[int] = set()  # subschemas whose patternProperties cannot be matched exactly
     for i, sub in enumerate(subs):
         props = sub.get("properties") or {}
         if not isinstance(props, dict):
@@ -92,6 +93,9 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
         required.update(req)
         pp = sub.get("patternProperties") or {}
         for pat, ps in pp.items():
+            if not tr.pattern_exact(pat, f"{sub.pointer}/patternProperties"):
+                open_subs.add(i)  # which keys it matches is not known exactly: no key constraint here
+                continue
             patterns.append((i, pat, sub.child(ps, "patternProperties", pat)))
         mn = _int_kw(sub, "minProperties")
         if mn is not None:
@@ -112,7 +116,7 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
 
             try:
                 dfa = pattern_dfas[pat] = regex_dfa(pattern_node(pat))
-            except RegexError as e:
+            except RegexError as e:  # checked when collected: cannot happen
                 raise SchemaError(f"patternProperties: {e}", pointer=where.pointer) from None
         return dfa.matches(name.encode("utf-8", "surrogatepass"))
 
@@ -127,6 +131,8 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
         if name is not None and name in props:
             return _members(props[name], sub, name)
         idx = subs.index(sub)
+        if idx in open_subs:
+            return []
         if name is not None:
             pats = [p for (i, pat, p) in patterns if i == idx and pattern_matches(pat, name, p)]
         else:

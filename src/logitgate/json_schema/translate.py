@@ -812,10 +812,9 @@ class Translator:
         if pat is not None:
             if not isinstance(pat, str):
                 raise SchemaError("pattern must be a string", pointer=sub.pointer + "/pattern")
-            try:
-                parts.append(_pattern_string(pat))
-            except RegexError as e:
-                raise SchemaError(f"pattern: {e}", pointer=sub.pointer + "/pattern") from None
+            node = self.pattern_string(pat, sub.pointer + "/pattern")
+            if node is not None:
+                parts.append(node)
         fmt = s.get("format")
         if isinstance(fmt, str):
             from .formats import format_node
@@ -830,6 +829,35 @@ class Translator:
                     self.note(f"format {fmt!r} is checked from above (see FORMAT_NOTES)")
                 parts.append(string_node(node))
         return parts
+
+    def pattern_exact(self, pattern: str, pointer: str) -> bool:
+        """Whether ``pattern`` is enforced exactly (else it is reported; malformed: an error)."""
+        try:
+            _pattern_string(pattern)
+            return True
+        except RegexError as e:
+            if "not supported" not in e.reason:
+                raise SchemaError(f"pattern: {e}", pointer=pointer) from None
+            self.unsupported(pointer, f"patternProperties pattern {pattern!r}: {e.reason} (the keys of this "
+                             f"subschema are not checked against its patternProperties/additionalProperties)")
+            return False
+
+    def pattern_string(self, pattern: str, pointer: str) -> Node | None:
+        """The JSON strings ``pattern`` (ECMA-262, search semantics) matches somewhere. A regular
+        construct the regex engine lacks (lookaround, backreference, word boundary) is relaxed:
+        the pattern is read without lookarounds and word boundaries, backreferences as any
+        text (reported); None when even that fails (the pattern is not enforced). Malformed
+        patterns are errors."""
+        try:
+            return _pattern_string(pattern)
+        except RegexError as e:
+            if "not supported" not in e.reason:
+                raise SchemaError(f"pattern: {e}", pointer=pointer) from None
+            self.unsupported(pointer, f"pattern {pattern!r}: {e.reason} at offset {e.offset} (checked without it)")
+        try:
+            return _pattern_string(_approximate_pattern(pattern))
+        except RegexError:
+            return None
 
     def number_language(self, conj: list[Sub], nots: list[Sub], integer: bool) -> Node | Any:
         """The number texts allowed by the numeric keywords of ``conj`` (and not by ``nots``)."""
@@ -1070,6 +1098,63 @@ def _pattern_string(pattern: str) -> Node:
 
     content = pattern_node(pattern)
     return NOTHING if is_empty(content) else string_node(content)
+
+
+def _approximate_pattern(pattern: str) -> str:
+    """A pattern matching a superset of ``pattern``'s strings: lookaround groups and word
+    boundaries removed (they only restrict), backreferences read as any text."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if not in_class and nxt in "bB":
+                i += 2
+                continue
+            if not in_class and (nxt.isdigit() and nxt != "0" or nxt == "k"):
+                j = i + 2
+                if nxt == "k" and j < n and pattern[j] == "<":
+                    j = pattern.find(">", j) + 1 or n
+                while nxt != "k" and j < n and pattern[j].isdigit():
+                    j += 1
+                out.append("[\\s\\S]*")
+                i = j
+                continue
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+        elif pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            depth, j, cls = 0, i, False
+            while j < n:  # skip to the group's closing parenthesis
+                ch = pattern[j]
+                if ch == "\\":
+                    j += 2
+                    continue
+                if cls:
+                    cls = ch != "]"
+                elif ch == "[":
+                    cls = True
+                elif ch == "(":
+                    depth += 1
+                elif ch == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _priority(node: Node) -> int:
