@@ -130,7 +130,9 @@ class Grammar:
         from .cfg import lower
         from .lexer import build_lexer
 
-        for level in range(4):
+        from ..json_schema.translate import MAX_LEVEL
+
+        for level in range(MAX_LEVEL + 1):
             loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
                                       registry=registry, level=level)
             try:
@@ -143,7 +145,7 @@ class Grammar:
                 lexer = build_lexer(cfg, MAX_JSON_LEXER_STATES)
                 break
             except GrammarError as e:
-                if "too large a lexer" not in e.reason or level == 3:
+                if "too large a lexer" not in e.reason or level == MAX_LEVEL:
                     raise SchemaError(f"the schema's string and number constraints need too large a lexer "
                                       f"({e.reason})") from None
         options: tuple = (("whitespace", whitespace), ("property_order", property_order), ("strict", bool(strict)))

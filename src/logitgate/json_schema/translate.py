@@ -50,6 +50,7 @@ MAX_LEXEME_STATES = 20_000
 """Largest character-level automaton built for one string or number lexeme (pattern and length
 together, key classes, ...); beyond it the combination is relaxed and reported."""
 MAX_EXACT_LENGTH = 256
+MAX_LEVEL = 6
 """Largest minLength/maxLength enforced exactly (a counter costs states per character)."""
 
 TYPES = ("null", "boolean", "object", "array", "number", "string")
@@ -1257,10 +1258,12 @@ class _Bounds:
 def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool, level: int = 0) -> Translation:
     """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring).
 
-    ``level`` > 0 simplifies string lexemes when the exact ones need too large a lexer: 1 caps
-    exact lengths at 32, 2 drops length limits, 3 also drops patterns and formats (all reported)."""
-    caps = {0: MAX_EXACT_LENGTH, 1: 32, 2: 0, 3: 0}
-    tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level], string_constraints=level < 3)
+    ``level`` (0 to ``MAX_LEVEL``) > 0 simplifies string lexemes when the exact ones need too
+    large a lexer: lengths are enforced exactly only up to 128, 64, 32, 16, then not at all, and
+    at the last level patterns and formats are dropped too (all reported)."""
+    caps = (MAX_EXACT_LENGTH, 128, 64, 32, 16, 0, 0)
+    tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level],
+                    string_constraints=level < MAX_LEVEL)
     root = Sub(loaded.root, loaded.resolver, "", loaded.draft)
     body = tr.value((root,), 0)
     if body is NEVER:
