@@ -13,12 +13,18 @@ from decimal import Decimal
 from typing import Any
 
 from .loader import load
-from .translate import MAX_WHITESPACE, PROPERTY_ORDERS, WHITESPACE_MODES, Translation, build_ir
+from .translate import (
+    MAX_WHITESPACE,
+    PROPERTY_ORDERS,
+    WHITESPACE_MODES,
+    Translation,
+    build_ir,
+)
 
 MAX_JSON_LEXER_STATES = 60_000
 """Largest lexer DFA for one schema; beyond it string constraints are simplified (reported)."""
 
-__all__ = ["MAX_JSON_LEXER_STATES", "schema_to_ir", "canonical_json", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
+__all__ = ["MAX_JSON_LEXER_STATES", "MAX_WHITESPACE", "PROPERTY_ORDERS", "WHITESPACE_MODES", "Translation", "canonical_json", "schema_to_ir"]
 
 
 def canonical_json(value: Any) -> str:

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SchemaError
 from ..grammar.ir import Alt, Empty, Expr, Ref, Rep, Seq
-from .translate import MAX_OBJECT_STATES, MAX_UNIQUE_DOMAIN, NEVER, Sub, _dedupe, _NotSchema
+from .translate import (
+    MAX_OBJECT_STATES,
+    MAX_UNIQUE_DOMAIN,
+    NEVER,
+    Sub,
+    _dedupe,
+    _NotSchema,
+    types_and_consts,
+)
 
 if TYPE_CHECKING:
     from .translate import Translator
@@ -48,7 +56,7 @@ def _positional(sub: Sub) -> tuple[list[Sub], Sub | None]:
     return [], sub.child(items, "items") if "items" in s else None
 
 
-def array_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
+def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
     """The array values allowed by ``conj`` (NEVER if none)."""
     from .objects import _int_kw
 
@@ -107,7 +115,7 @@ def array_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) -
     return _plain(tr, conj_at, P, lo, hi, depth)
 
 
-def _plain(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | None, depth: int) -> Expr:
+def _plain(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None, depth: int) -> Expr:
     elems = [tr.value(conj_at(i), depth + 1) for i in range(P)]
     rest = tr.value(conj_at(None), depth + 1)
 
@@ -144,7 +152,7 @@ def _plain(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | None, dept
     return _alt(out)
 
 
-def _with_contains(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | None,
+def _with_contains(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None,
                    contains: tuple[Sub, int, int | None], depth: int, pointer: str) -> Expr:
     csub, cmin, cmax = contains
     neg = tr.negate(csub) if cmax is not None else None
@@ -181,11 +189,9 @@ def _with_contains(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | No
     kinds_rest = kinds(None)
 
     def state(n: int, k: int) -> Expr:
-        key = (n, k)
-        if key in memo:
-            return memo[key]
-        name = tr.new_rule(f"arr_{n}_{k}")
-        memo[key] = Ref(name)
+        return tr.state_rule(memo, (n, k), f"arr_{n}_{k}", lambda: state_body(n, k))
+
+    def state_body(n: int, k: int) -> Expr:
         alts: list[Expr] = []
         if n > 0 and n >= lo and k >= cmin:
             alts.append(Empty())
@@ -198,13 +204,7 @@ def _with_contains(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | No
                 nxt = state(min(n + 1, max(ncap, P)), nk)
                 if nxt is not NEVER:
                     alts.append(Seq((*s, tr.member_value(e), nxt)))
-        body = _alt(alts)
-        if body is NEVER:
-            del tr.rules[name]
-            memo[key] = NEVER
-            return NEVER
-        tr.define(name, body)
-        return Ref(name)
+        return _alt(alts)
 
     out = []
     if lo == 0 and cmin == 0:
@@ -215,21 +215,11 @@ def _with_contains(tr: "Translator", conj_at: Any, P: int, lo: int, hi: int | No
     return _alt(out)
 
 
-def _finite_domain(tr: "Translator", conj: tuple[Sub, ...]) -> list[Any] | None:
+def _finite_domain(tr: Translator, conj: tuple[Sub, ...]) -> list[Any] | None:
     """The values of a small finite item domain (enum/const, booleans, null), or None."""
     values: list[Any] = []
     for branch in tr.expand(list(conj)):
-        plain = [b for b in branch if not isinstance(b.schema, _NotSchema)]
-        from .translate import _json_equal, _type_set
-
-        types = {"null", "boolean", "object", "array", "number", "string", "integer"}
-        consts = None
-        for b in plain:
-            types &= _type_set(b.schema) or set()
-            for kw in ("const", "enum"):
-                if kw in b.schema:
-                    vals = [b.schema["const"]] if kw == "const" else b.schema["enum"]
-                    consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+        types, consts = types_and_consts([b for b in branch if not isinstance(b.schema, _NotSchema)])
         if consts is None:
             if types - {"null", "boolean"}:
                 return None
@@ -240,7 +230,7 @@ def _finite_domain(tr: "Translator", conj: tuple[Sub, ...]) -> list[Any] | None:
     return _dedupe(values)
 
 
-def _unique(tr: "Translator", domain: list[Any], conj: tuple[Sub, ...], lo: int, hi: int | None, depth: int) -> Expr:
+def _unique(tr: Translator, domain: list[Any], conj: tuple[Sub, ...], lo: int, hi: int | None, depth: int) -> Expr:
     branches = tr.expand(list(conj))
     exprs: list[Expr] = []
     for v in domain:

@@ -19,7 +19,7 @@ import referencing.jsonschema as rj
 
 from ..errors import SchemaError
 
-__all__ = ["Schema", "load", "Loaded", "DRAFTS", "draft_of"]
+__all__ = ["DRAFTS", "Loaded", "Schema", "draft_of", "load"]
 
 Schema = Any  # a JSON Schema: a dict or a bool
 

@@ -18,9 +18,16 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SchemaError
-from ..grammar.ir import Alt, Empty, Expr, Ref, Rep, Seq
+from ..grammar.ir import Alt, Empty, Expr, Rep, Seq
 from ..regex.ast import Node
-from .translate import MAX_ANY_ORDER_TRACKED, MAX_OBJECT_STATES, MAX_PATTERN_CLASSES, NEVER, Sub, _EncodedKey
+from .translate import (
+    MAX_ANY_ORDER_TRACKED,
+    MAX_OBJECT_STATES,
+    MAX_PATTERN_CLASSES,
+    NEVER,
+    Sub,
+    _EncodedKey,
+)
 
 if TYPE_CHECKING:
     from .translate import Translator
@@ -29,7 +36,7 @@ __all__ = ["object_expr"]
 
 
 class _Named:
-    __slots__ = ("name", "key", "value", "required")
+    __slots__ = ("key", "name", "required", "value")
 
     def __init__(self, name: str, key: Expr, value: Expr, required: bool) -> None:
         self.name = name
@@ -64,7 +71,7 @@ def _members(v: Any, sub: Sub, name: str) -> list[Sub]:
     return [sub.child(v, "properties", name)]
 
 
-def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
+def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
     """The object values allowed by ``conj`` (NEVER if none)."""
     from ..automata.dfa import regex_dfa
     from .strings import literal_string_node
@@ -111,8 +118,8 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
     def pattern_matches(pat: str, name: str, where: Sub) -> bool:
         dfa = pattern_dfas.get(pat)
         if dfa is None:
-            from .ecma import pattern_node
             from ..errors import RegexError
+            from .ecma import pattern_node
 
             try:
                 dfa = pattern_dfas[pat] = regex_dfa(pattern_node(pat))
@@ -176,12 +183,11 @@ def object_expr(tr: "Translator", conj: list[Sub], nots: list[Sub], depth: int) 
     return _schema_order(tr, ordered, free, extras, lo, hi, depth, pointer)
 
 
-def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
+def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
                    value_conj: Any, depth: int) -> list[Expr]:
     """One member expression (key class lexeme + value) per key class that allows some value."""
     from ..regex.ast import Alt as RxAlt
-    from .ecma import pattern_node
-    from .strings import any_string_node, literal_string_node, string_node
+    from .strings import any_string_node, literal_string_node
     from .translate import _known_empty, _pattern_string
 
     out: list[Expr] = []
@@ -215,7 +221,7 @@ def _extra_members(tr: "Translator", subs: list[Sub], patterns: list, names: lis
     return out
 
 
-def _schema_order(tr: "Translator", named: list[_Named], free: list[_Named], extras: list[Expr], lo: int,
+def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extras: list[Expr], lo: int,
                   hi: int | None, depth: int, pointer: str) -> Expr:
     n = len(named)
     counting = lo > 0 or hi is not None
@@ -255,31 +261,22 @@ def _schema_order(tr: "Translator", named: list[_Named], free: list[_Named], ext
         return _alt(alts)
 
     def chain(i: int, c: int) -> Expr:
-        key = (i, c)
-        if key in memo:
-            return memo[key]
-        name = tr.new_rule(f"obj_{i}_{c}")
-        memo[key] = Ref(name)
+        return tr.state_rule(memo, (i, c), f"obj_{i}_{c}", lambda: chain_body(i, c), inline=True)
+
+    def chain_body(i: int, c: int) -> Expr:
         if i == n:
-            body = tail(c)
-        else:
-            m = named[i]
-            alts: list[Expr] = []
-            if m.value is not NEVER and (hi is None or c < hi):
-                nxt = chain(i + 1, min(c + 1, cap))
-                if nxt is not NEVER:
-                    alts.append(Seq((*sep(c), member(m), nxt)))
-            if not m.required:
-                nxt = chain(i + 1, c)
-                if nxt is not NEVER:
-                    alts.append(nxt)
-            body = _alt(alts)
-        if body is NEVER or not isinstance(body, Alt):
-            del tr.rules[name]
-            memo[key] = body
-            return body
-        tr.define(name, body)
-        return Ref(name)
+            return tail(c)
+        m = named[i]
+        alts: list[Expr] = []
+        if m.value is not NEVER and (hi is None or c < hi):
+            nxt = chain(i + 1, min(c + 1, cap))
+            if nxt is not NEVER:
+                alts.append(Seq((*sep(c), member(m), nxt)))
+        if not m.required:
+            nxt = chain(i + 1, c)
+            if nxt is not NEVER:
+                alts.append(nxt)
+        return _alt(alts)
 
     can_be_empty = lo == 0 and not any(m.required for m in named + free)
     body = chain(0, 0)
@@ -291,7 +288,7 @@ def _schema_order(tr: "Translator", named: list[_Named], free: list[_Named], ext
     return _alt(alts)
 
 
-def _any_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
+def _any_order(tr: Translator, named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
                pointer: str) -> Expr:
     state, can_be_empty = _any_order_machine(tr, named, extras, lo, hi, depth, pointer)
     body = state(0, 0)
@@ -303,7 +300,7 @@ def _any_order(tr: "Translator", named: list[_Named], extras: list[Expr], lo: in
     return _alt(alts)
 
 
-def _any_order_machine(tr: "Translator", named: list[_Named], extras: list[Expr], lo: int, hi: int | None,
+def _any_order_machine(tr: Translator, named: list[_Named], extras: list[Expr], lo: int, hi: int | None,
                        depth: int, pointer: str) -> tuple[Any, bool]:
     """``(state, can_be_empty)``: ``state(mask, c)`` is the rule for the rest of an object whose
     tracked properties in ``mask`` were used and which has ``c`` members so far (``c == 0``: at
@@ -328,11 +325,9 @@ def _any_order_machine(tr: "Translator", named: list[_Named], extras: list[Expr]
     memo: dict[tuple[int, int], Expr] = {}
 
     def state(mask: int, c: int) -> Expr:
-        key = (mask, c)
-        if key in memo:
-            return memo[key]
-        name = tr.new_rule(f"obj_any_{mask}_{c}")
-        memo[key] = Ref(name)
+        return tr.state_rule(memo, (mask, c), f"obj_any_{mask}_{c}", lambda: state_body(mask, c))
+
+    def state_body(mask: int, c: int) -> Expr:
         alts: list[Expr] = []
         if c > 0 and mask & need == need and c >= lo:
             alts.append(Empty())
@@ -350,12 +345,6 @@ def _any_order_machine(tr: "Translator", named: list[_Named], extras: list[Expr]
                 if nxt is not NEVER:
                     for x in extras:
                         alts.append(Seq((*s, x, nxt)))
-        body = _alt(alts)
-        if body is NEVER:
-            del tr.rules[name]
-            memo[key] = NEVER
-            return NEVER
-        tr.define(name, body)
-        return Ref(name)
+        return _alt(alts)
 
     return state, lo == 0 and need == 0 and not untracked_required

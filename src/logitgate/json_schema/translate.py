@@ -24,11 +24,21 @@ from typing import Any
 
 from ..errors import RegexError, SchemaError
 from ..grammar.cfg import literal_node
-from ..grammar.ir import Alt, Empty, Expr, GrammarIR, Ref, Rep, RuleDef, Seq, TerminalDef
+from ..grammar.ir import (
+    Alt,
+    Empty,
+    Expr,
+    GrammarIR,
+    Ref,
+    Rep,
+    RuleDef,
+    Seq,
+    TerminalDef,
+)
 from ..regex.ast import CharClass, Concat, Node, Repeat
 from .loader import Loaded, escape_pointer, lookup
 
-__all__ = ["build_ir", "Translation", "WHITESPACE_MODES", "PROPERTY_ORDERS", "MAX_WHITESPACE"]
+__all__ = ["MAX_WHITESPACE", "PROPERTY_ORDERS", "WHITESPACE_MODES", "Translation", "build_ir"]
 
 WHITESPACE_MODES = ("compact", "pretty", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
@@ -89,7 +99,7 @@ NEVER: Any = _Never()
 class Sub:
     """One member of a conjunction: a subschema with the resolver of its resource and its pointer."""
 
-    __slots__ = ("schema", "resolver", "pointer", "draft", "scope", "entered")
+    __slots__ = ("draft", "entered", "pointer", "resolver", "schema", "scope")
 
     def __init__(self, schema: Any, resolver: Any, pointer: str, draft: str, scope: tuple = (),
                  entered: bool = False) -> None:
@@ -108,7 +118,7 @@ class Sub:
         s = self.schema
         return (id(s) if isinstance(s, (dict, list)) else repr(s), str(self.resolver._base_uri))
 
-    def child(self, schema: Any, *path: str | int) -> "Sub":
+    def child(self, schema: Any, *path: str | int) -> Sub:
         ptr = self.pointer + "".join("/" + escape_pointer(str(p)) for p in path)
         return Sub(schema, self.resolver, ptr, self.draft)
 
@@ -273,6 +283,23 @@ class Translator:
     def define(self, name: str, body: Expr) -> None:
         self.rules[name] = RuleDef(name, body)
 
+    def state_rule(self, memo: dict, key: Any, hint: str, build: Any, inline: bool = False) -> Expr:
+        """The rule of one state of an object/array state machine, memoised in ``memo`` by
+        ``key``; ``build()`` gives its body and may refer to states being built (recursion goes
+        through the rule name). NEVER when the body is; with ``inline`` (only for machines without
+        cycles) a body that is not a choice is returned as is, without a rule."""
+        if key in memo:
+            return memo[key]
+        name = self.new_rule(hint)
+        memo[key] = Ref(name)
+        body = build()
+        if body is NEVER or (inline and not isinstance(body, Alt)):
+            del self.rules[name]
+            memo[key] = body
+            return body
+        self.define(name, body)
+        return Ref(name)
+
     # -- values ------------------------------------------------------------------------------
 
     def value(self, conj: tuple[Sub, ...], depth: int) -> Expr:
@@ -428,14 +455,11 @@ class Translator:
         if kw != "$ref":
             self.unsupported(sub.pointer + "/" + kw, f"{kw} is resolved statically (like $ref); dynamic scoping "
                              "is not supported")
-        if kw == "$recursiveRef":
-            ref = "#" if ref == "#" else ref
         resolved = lookup(sub.resolver, ref, sub.pointer + "/" + kw)
         target = resolved.contents
-        ptr = ref if ref.startswith("#") else ref
         spec = self.loaded.spec_of(target)
         draft = self._draft_name(spec) if isinstance(target, dict) and "$schema" in target else sub.draft
-        return Sub(target, resolved.resolver, ptr, draft, entered=True)
+        return Sub(target, resolved.resolver, ref, draft, entered=True)
 
     def _dependencies(self, sub: Sub) -> list[list[Any]]:
         """``dependentRequired``/``dependentSchemas`` (and draft 7 ``dependencies``) as branches:
@@ -560,25 +584,15 @@ class Translator:
 
     def typed(self, conj: list[Sub], depth: int) -> Expr:
         """A conjunction without combinators, split by type."""
-        types = set(_JSON_TYPES)
-        consts: list[Any] | None = None
         nots: list[Sub] = []
         plain: list[Sub] = _Conj([], getattr(conj, "branched", False))
         for sub in conj:
-            s = sub.schema
-            if isinstance(s, _NotSchema):
+            if isinstance(sub.schema, _NotSchema):
                 nots.append(sub)
-                continue
-            self._check_keywords(sub)
-            plain.append(sub)
-            t = _type_set(s)
-            if t is None:
-                raise SchemaError("'type' must be a type name or a list of them", pointer=sub.pointer + "/type")
-            types &= t
-            for kw in ("const", "enum"):
-                if kw in s:
-                    vals = [s["const"]] if kw == "const" else _list(s["enum"], sub, "enum")
-                    consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+            else:
+                self._check_keywords(sub)
+                plain.append(sub)
+        types, consts = types_and_consts(plain)
         for n in nots:  # a negated schema that accepts every value of a type excludes that type
             for t in list(types):
                 if _covers_type(n.schema.inner, t):
@@ -694,14 +708,7 @@ class Translator:
         for branch in self.expand([sub]):
             plain = [b for b in branch if not isinstance(b.schema, _NotSchema)]
             nots = [b for b in branch if isinstance(b.schema, _NotSchema)]
-            types = set(_JSON_TYPES)
-            consts = None
-            for b in plain:
-                types &= _type_set(b.schema) or set()
-                for kw in ("const", "enum"):
-                    if kw in b.schema:
-                        vals = [b.schema["const"]] if kw == "const" else b.schema["enum"]
-                        consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+            types, consts = types_and_consts(plain)
             if "string" not in types or any(_covers_type(n.schema.inner, "string") for n in nots):
                 continue
             lang = self.string_language(plain, nots)
@@ -818,9 +825,7 @@ class Translator:
                 parts.append(node)
         fmt = s.get("format")
         if isinstance(fmt, str):
-            from .formats import format_node
-
-            from .formats import APPROXIMATE_FORMATS
+            from .formats import APPROXIMATE_FORMATS, format_node
 
             node = format_node(fmt)
             if node is None:
@@ -897,7 +902,7 @@ class Translator:
             node = node if rest is None else rest
         return NEVER if _known_empty(node) else node
 
-    def _bounds_node(self, bounds: "_Bounds", integer: bool, pointer: str) -> Node | Any:
+    def _bounds_node(self, bounds: _Bounds, integer: bool, pointer: str) -> Node | Any:
         """``bounds`` as a number lexeme: NEVER when no number satisfies them; a multipleOf too
         fine to enforce is relaxed (reported)."""
         try:
@@ -1050,6 +1055,23 @@ def _list(v: Any, sub: Sub, kw: str) -> list:
     if kw in ("allOf", "anyOf", "oneOf") and not v:
         raise SchemaError(f"{kw} must not be empty", pointer=f"{sub.pointer}/{kw}")
     return v
+
+
+def types_and_consts(plain: list[Sub]) -> tuple[set[str], list[Any] | None]:
+    """The types a conjunction allows (``type`` keywords intersected; "integer" apart) and the
+    values its ``const``/``enum`` keywords leave (None: no such keyword)."""
+    types = set(_JSON_TYPES)
+    consts: list[Any] | None = None
+    for b in plain:
+        t = _type_set(b.schema)
+        if t is None:
+            raise SchemaError("'type' must be a type name or a list of them", pointer=b.pointer + "/type")
+        types &= t
+        for kw in ("const", "enum"):
+            if kw in b.schema:
+                vals = [b.schema["const"]] if kw == "const" else _list(b.schema["enum"], b, "enum")
+                consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+    return types, consts
 
 
 def _dedupe(vals: list[Any]) -> list[Any]:
@@ -1235,9 +1257,9 @@ class _Bounds:
             if m <= 0:
                 raise SchemaError("multipleOf must be greater than 0", pointer=f"{sub.pointer}/multipleOf")
             self.multiples.append(m)
-        if self.lo is not None and self.hi is not None:
-            if self.lo > self.hi or (self.lo == self.hi and (self.lo_excl or self.hi_excl)):
-                self.empty = True
+        if self.lo is not None and self.hi is not None and (
+                self.lo > self.hi or (self.lo == self.hi and (self.lo_excl or self.hi_excl))):
+            self.empty = True
 
     def node(self, integer: bool) -> Node:
         from .numbers import number_node
