@@ -192,6 +192,7 @@ class Translator:
         self.notes: list[str] = []
         self._counter = itertools.count()
         self._dfa_cache: dict[Node, Any] = {}
+        self._skip_conditionals = False
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -333,9 +334,21 @@ class Translator:
     # -- combinators -> disjunction of conjunctions -------------------------------------------
 
     def expand(self, conj: list[Sub]) -> list[list[Sub]]:
-        """Disjunctive normal form: a list of conjunctions without combinators."""
+        """Disjunctive normal form: a list of conjunctions without combinators. When the
+        combinations exceed ``MAX_ALTERNATIVES``, ``if``/``then``/``else`` at this position are
+        relaxed (not enforced, reported) and the expansion is tried once more."""
         out: list[list[Sub]] = []
-        self._expand(conj, [], out, 0)
+        try:
+            self._expand(list(conj), [], out, 0)  # _expand consumes its work list: give it a copy
+        except _TooManyAlternatives:
+            if self._skip_conditionals:
+                raise
+            out = []
+            self._skip_conditionals = True
+            try:
+                self._expand(list(conj), [], out, 0)
+            finally:
+                self._skip_conditionals = False
         return out
 
     def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int,
@@ -351,7 +364,7 @@ class Translator:
                     members = option.members if isinstance(option, _Group) else [option]
                     self._expand(list(members) + todo, list(done), out, steps, branched or len(item.options) > 1)
                     if len(out) > MAX_ALTERNATIVES:
-                        raise SchemaError(f"the combinators here expand into more than {MAX_ALTERNATIVES} "
+                        raise _TooManyAlternatives(f"the combinators here expand into more than {MAX_ALTERNATIVES} "
                                           f"alternatives", pointer=done[-1].pointer if done else "")
                 return
             if isinstance(item, _Group):
@@ -396,7 +409,10 @@ class Translator:
                                      "oneOf whose branches may overlap (enforced as anyOf: a value matching "
                                      "several branches is not rejected)")
                 branches.append(members)
-            if "if" in s and ("then" in s or "else" in s):
+            if "if" in s and ("then" in s or "else" in s) and self._skip_conditionals:
+                self.unsupported(sub.pointer + "/if", "if/then/else not enforced: with the other combinators "
+                                 f"here they expand into more than {MAX_ALTERNATIVES} alternatives")
+            elif "if" in s and ("then" in s or "else" in s):
                 cond = sub.child(s["if"], "if")
                 then = sub.child(s.get("then", True), "then")
                 els = sub.child(s.get("else", True), "else")
@@ -1020,6 +1036,10 @@ def _set_scope(items: list[Any], scope: tuple) -> None:
                 x.scope = scope
         elif isinstance(x, _Group):
             _set_scope(x.members, scope)
+
+
+class _TooManyAlternatives(SchemaError):
+    """The DNF of a position's combinators is too large."""
 
 
 class _Conj(list):
