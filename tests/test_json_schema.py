@@ -269,3 +269,19 @@ def test_jsonschemabench_sample(subset):
                 assert ok, (sid, test["description"])
             elif not g.relaxed:
                 assert not ok, (sid, test["description"])
+
+
+def test_too_many_combinations_relax_conditionals_and_report_them():
+    """An allOf of 10 if/then (2**10 combinations) compiles with strict=False: the conditionals
+    are reported as relaxed, valid documents still pass, the other keywords still hold."""
+    branches = [{"if": {"properties": {"kind": {"const": f"k{i}"}}},
+                 "then": {"properties": {"v": {"type": "integer", "maximum": i}}}} for i in range(10)]
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}, "v": {"type": "integer"}},
+              "required": ["kind"], "allOf": branches}
+    with pytest.raises(lg.SchemaError, match="if/then/else not enforced"):
+        lg.Grammar.from_json_schema(schema)
+    g = lg.Grammar.from_json_schema(schema, strict=False)
+    assert any(p.endswith("/if") for p, _ in g.relaxed)
+    c = lg.compile(g, byte_tokenizer())
+    assert accepts(c, '{"kind":"k3","v":2}') and accepts(c, '{"kind":"other","v":50}')
+    assert not accepts(c, '{"kind":3}') and not accepts(c, '{"v":1}')
