@@ -26,7 +26,6 @@ from .translate import (
     MAX_PATTERN_CLASSES,
     NEVER,
     Sub,
-    _EncodedKey,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +169,7 @@ def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) ->
         value = tr.value(value_conj(name, None), depth + 1) if allowed else NEVER
         if value is NEVER and name in required:
             return NEVER
-        key = tr.term(tr.key_node(_EncodedKey(literal_string_node(name))), "KEY_" + name)
+        key = tr.term(tr.key_node(literal_string_node(name)), "KEY_" + name)
         named.append(_Named(name, key, value, name in required))
 
     extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth)
@@ -216,7 +215,7 @@ def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[
             node = node if rest is None else rest
         if _known_empty(node):
             continue
-        key = tr.term(tr.key_node(_EncodedKey(node)), "KEY")
+        key = tr.term(tr.key_node(node), "KEY")
         out.append(Seq((key, tr.ws(), tr.member_value(value))))
     return out
 

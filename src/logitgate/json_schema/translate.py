@@ -259,17 +259,15 @@ class Translator:
         return Seq((value, self.ws())) if self.whitespace == "flexible" else value
 
     def key_node(self, key: Node) -> Node:
-        """A key lexeme: the key string then the colon (and the whitespace around it)."""
-        from .strings import string_node
-
-        s = string_node(key) if not isinstance(key, _EncodedKey) else key.node
+        """A key lexeme: ``key`` (JSON string texts, quotes included), then the colon and the
+        whitespace around it."""
         if self.whitespace == "pretty":
             colon: Node = literal_node(": ")
         elif self.whitespace == "flexible":
             colon = Concat((Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, MAX_WHITESPACE), literal_node(":")))
         else:
             colon = literal_node(":")
-        return Concat((s, colon))
+        return Concat((key, colon))
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -351,8 +349,7 @@ class Translator:
                 self._skip_conditionals = False
         return out
 
-    def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int,
-                branched: bool = False) -> None:
+    def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int) -> None:
         if steps > 20_000:
             raise SchemaError("the schema's combinators expand too far (an allOf/$ref loop?)",
                               pointer=done[-1].pointer if done else "")
@@ -362,7 +359,7 @@ class Translator:
             if isinstance(item, _BranchSet):
                 for option in item.options:
                     members = option.members if isinstance(option, _Group) else [option]
-                    self._expand(list(members) + todo, list(done), out, steps, branched or len(item.options) > 1)
+                    self._expand(list(members) + todo, list(done), out, steps)
                     if len(out) > MAX_ALTERNATIVES:
                         raise _TooManyAlternatives(f"the combinators here expand into more than {MAX_ALTERNATIVES} "
                                           f"alternatives", pointer=done[-1].pointer if done else "")
@@ -438,7 +435,7 @@ class Translator:
             for b in branches:
                 _set_scope(b, scope)
             todo = extra + [_BranchSet(b) for b in branches] + todo
-        out.append(_Conj(done, branched))
+        out.append(done)
 
     def _enter(self, sub: Sub) -> Sub:
         """Switch to the resource (and draft) a subschema with its own ``$id``/``$schema`` starts."""
@@ -601,7 +598,7 @@ class Translator:
     def typed(self, conj: list[Sub], depth: int) -> Expr:
         """A conjunction without combinators, split by type."""
         nots: list[Sub] = []
-        plain: list[Sub] = _Conj([], getattr(conj, "branched", False))
+        plain: list[Sub] = []
         for sub in conj:
             if isinstance(sub.schema, _NotSchema):
                 nots.append(sub)
@@ -999,21 +996,12 @@ class Translator:
             for i, k in enumerate(order):
                 if i:
                     items.append(self.sep(depth))
-                items.append(self.term(self.key_node(_EncodedKey(literal_string_node(k))), "KEY_" + k))
+                items.append(self.term(self.key_node(literal_string_node(k)), "KEY_" + k))
                 items.append(self.ws())
                 items.append(self.member_value(self.fixed_value(v[k], depth + 1)))
             items.append(self.close("}", depth))
             alts.append(Seq(tuple(items)))
         return alts[0] if len(alts) == 1 else Alt(tuple(alts))
-
-
-class _EncodedKey:
-    """A key given as an already encoded JSON string tree (quotes included)."""
-
-    __slots__ = ("node",)
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
 
 
 class _NotSchema(dict):
@@ -1040,15 +1028,6 @@ def _set_scope(items: list[Any], scope: tuple) -> None:
 
 class _TooManyAlternatives(SchemaError):
     """The DNF of a position's combinators is too large."""
-
-
-class _Conj(list):
-    """A conjunction from :meth:`Translator.expand`; ``branched``: it is one of several branches
-    (anyOf, oneOf, if/then/else, dependencies), which matters for ``unevaluated*``."""
-
-    def __init__(self, items: list[Sub], branched: bool = False) -> None:
-        super().__init__(items)
-        self.branched = branched
 
 
 class _Group:
