@@ -471,6 +471,8 @@ def main(argv=None):
     ap.add_argument("--vocab-source", choices=["logitgate", "reference"], default="logitgate")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--keep-work", action="store_true", help="keep the workers' job files and stderr")
+    ap.add_argument("--plot", action="store_true",
+                    help="also write PNG plots of the results next to them (bench/plots.py)")
     ap.add_argument("--progress-every", type=float, default=30.0, help="seconds between progress lines (stderr)")
     args = ap.parse_args(argv)
 
@@ -669,6 +671,10 @@ def main(argv=None):
     print(f"\nTotal runtime {runtime:.1f} s. Raw results: {out_file} (this report: {md_file.name})")
     sys.stdout = sys.__stdout__
     md_file.close()
+    if args.plot:
+        import plots
+
+        plots.plot_results([out_file], out_file.parent)
 
 
 if __name__ == "__main__":

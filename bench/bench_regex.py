@@ -439,6 +439,8 @@ def main(argv=None):
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for the JSON results")
     ap.add_argument("--keep-work", action="store_true",
                     help="keep the temporary folder with the workers' masks and stderr")
+    ap.add_argument("--plot", action="store_true",
+                    help="also write PNG plots of the results next to them (bench/plots.py)")
     args = ap.parse_args(argv)
 
     started = time.perf_counter()
@@ -530,6 +532,10 @@ def main(argv=None):
     print(f"\nTotal runtime {runtime:.1f} s. Raw results: {out_file} (this report: {md_file.name})")
     sys.stdout = sys.__stdout__
     md_file.close()
+    if args.plot:
+        import plots
+
+        plots.plot_results([out_file], out_file.parent)
 
 
 if __name__ == "__main__":

@@ -1,142 +1,269 @@
-"""The ``logitgate`` command line. For now: ``logitgate demo`` (later issues add generate, check,
-serve, bench)."""
+"""The ``logitgate`` command line.
+
+    logitgate demo                      # the embedded model under a schema, a regex and a grammar
+    logitgate generate --schema person.json --prompt "A person as JSON"
+    logitgate check --schema person.json        # what compiles, what is unsupported, and where
+    logitgate bench json --plot                 # the side-by-side benchmarks (source checkout)
+"""
 from __future__ import annotations
 
 import argparse
-import random
-import re
+import importlib
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-__all__ = ["main"]
+from .demo import DEMO_TOKENIZERS, _mistral_data_file, model_demo, tokenizer_demo  # noqa: F401 (re-export)
 
-DEMO_ARITHMETIC_GBNF = r"""
-root   ::= expr
-expr   ::= term (ws [-+] ws term)*
-term   ::= factor (ws [*/] ws factor)*
-factor ::= number | "(" expr ")"
-number ::= [1-9] [0-9]{0,3} | "0"
-ws     ::= " "?
-"""
-"""A recursive grammar (GBNF) for the demo: every text it allows is a Python expression."""
+__all__ = ["main", "constraint_from_args"]
 
-DEMO_REGEXES = [
-    ("phone number", r"\+?[1-9][0-9]{7,14}"),
-    ("ISO date", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
-    ("e-mail", r"[a-z0-9._%+-]{1,20}@[a-z0-9-]{1,12}\.(com|org|net|io)"),
-    ("tiny JSON object", r'\{"name": "[A-Z][a-z]{1,9}", "age": [1-9][0-9]?, "tags": \[("[a-z]{1,8}"(, "[a-z]{1,8}"){0,2})?\]\}'),
-]
+_CONSTRAINT_FLAGS = ("schema", "pydantic", "regex", "lark", "gbnf", "yacc", "json")
 
 
-def _mistral_data_file(name: str) -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("mistral_common")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(
-            "the demo uses the real tokenizers shipped by mistral-common: pip install 'logitgate[mistral]'"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / name
-    if not path.exists():
-        raise SystemExit(f"mistral-common does not ship {name} (looked at {path})")
-    return path
+def _text_or_file(value: str, what: str) -> str:
+    """``value`` itself, or the content of the file it names (``@path`` forces a file)."""
+    path = Path(value[1:] if value.startswith("@") else value)
+    if value.startswith("@") or (len(value) < 4096 and "\n" not in value and path.is_file()):
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SystemExit(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    return value
 
 
-DEMO_TOKENIZERS = {"tekken": "tekken_240911.json", "spm": "tokenizer.model.v1"}
+def _pydantic_class(spec: str) -> Any:
+    """``module:Class`` (the module is imported from the current folder or sys.path) or ``file.py:Class``."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not attr:
+        raise SystemExit(f"--pydantic wants module:Class (or file.py:Class), not {spec!r}")
+    if module_name.endswith(".py"):
+        import importlib.util
+
+        path = Path(module_name)
+        loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if loader_spec is None or loader_spec.loader is None or not path.is_file():
+            raise SystemExit(f"--pydantic: no Python file {path}")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[path.stem] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise SystemExit(f"--pydantic: cannot import {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SystemExit(f"--pydantic: module {module_name!r} has no {attr!r}") from None
 
 
-def _is_python_expression(text: str) -> bool:
-    import ast
+def constraint_from_args(args: argparse.Namespace, *, strict: bool | None = None) -> Any:
+    """The ``Grammar`` the constraint flags describe (``None`` when none is given)."""
+    from . import Grammar
+
+    given = [f for f in _CONSTRAINT_FLAGS if getattr(args, f, None)]
+    if len(given) > 1:
+        raise SystemExit("give one constraint: " + ", ".join("--" + f for f in given))
+    if not given:
+        return None
+    kind = given[0]
+    strict = (not args.no_strict) if strict is None else strict
+    if kind == "json":
+        return Grammar.json(whitespace=args.whitespace)
+    if kind in ("schema", "pydantic"):
+        schema: Any = _pydantic_class(args.pydantic) if kind == "pydantic" else _text_or_file(args.schema, "schema")
+        return Grammar.from_json_schema(schema, whitespace=args.whitespace, property_order=args.property_order,
+                                        strict=strict)
+    if kind == "regex":
+        return Grammar.from_regex(args.regex)
+    text = _text_or_file(getattr(args, kind), kind)
+    return {"lark": Grammar.from_lark, "gbnf": Grammar.from_gbnf, "yacc": Grammar.from_yacc}[kind](text)
+
+
+def _add_constraint_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("constraint (one of)")
+    g.add_argument("--schema", metavar="FILE|JSON", help="a JSON Schema file or text")
+    g.add_argument("--pydantic", metavar="MODULE:CLASS", help="a Pydantic model (module:Class or file.py:Class)")
+    g.add_argument("--regex", metavar="PATTERN", help="a regex (Python re syntax) the output must fully match")
+    g.add_argument("--lark", metavar="FILE|TEXT", help="a Lark grammar")
+    g.add_argument("--gbnf", metavar="FILE|TEXT", help="a GBNF grammar (llama.cpp)")
+    g.add_argument("--yacc", metavar="FILE|TEXT", help="a yacc-style grammar with inline lexemes (AICI)")
+    g.add_argument("--json", action="store_true", help="any JSON value")
+    s = p.add_argument_group("JSON Schema options")
+    s.add_argument("--whitespace", choices=["compact", "pretty", "flexible"], default="compact")
+    s.add_argument("--property-order", choices=["schema", "any"], default="schema")
+    s.add_argument("--no-strict", action="store_true",
+                   help="relax unsupported schema keywords (reported) instead of refusing the schema")
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="PATH", default=None,
+                   help="a .gguf file or a transformers model folder (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--runtime", choices=["auto", "llama-cpp", "transformers"], default="auto",
+                   help="auto: llama-cpp-python for GGUF files when installed, else transformers")
+    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from . import LogitgateError, compile
+    from .integrations.generation import generate
+    from .integrations.models import load_model
+    from .progress import progress
 
     try:
-        ast.parse(text, mode="eval")
-    except SyntaxError:
-        return False
-    return True
+        grammar = constraint_from_args(args)
+    except LogitgateError as exc:
+        print(f"logitgate: {exc}", file=sys.stderr)
+        return 2
+    for pointer, what in getattr(grammar, "relaxed", []):
+        print(f"logitgate: relaxed at {pointer or '/'}: {what}", file=sys.stderr)
+    with progress("loading the model") as say:
+        model = load_model(args.model, runtime=args.runtime, progress=say)
+    compiled = None
+    if grammar is not None:
+        with progress("compiling the constraint"):
+            compiled = compile(grammar, model.tokenizer)
+    prompt: Any = args.prompt if args.raw else [{"role": "user", "content": args.prompt}]
+    if args.system and not args.raw:
+        prompt = [{"role": "system", "content": args.system}] + prompt
+    res = generate(model, prompt, compiled, max_tokens=args.max_tokens, temperature=args.temperature,
+                   seed=args.seed, fast_forward=not args.no_fast_forward,
+                   on_text=lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+    sys.stdout.write("\n")
+    if args.stats:
+        print(json.dumps({"tokens": len(res.tokens), "sampled": res.n_sampled, "fast_forwarded": res.n_forced,
+                          "stop_reason": res.stop_reason, "tokens_per_s": round(res.tokens_per_s, 2),
+                          "mask_share": round(res.mask_share, 4), "prefill_s": round(res.prefill_s, 3)}),
+              file=sys.stderr)
+    if res.stop_reason == "length" and compiled is not None and not res.text == "":
+        print(f"logitgate: stopped at --max-tokens {args.max_tokens}; the output may be incomplete",
+              file=sys.stderr)
+    return 0
 
 
-def _demo_one(logitgate, tok, title, grammar, check, oracle, bitmask, rng, max_steps) -> bool:  # type: ignore[no-untyped-def]
-    """Generate one text under ``grammar`` with a seeded random stand-in for the model; True if
-    it ended (EOS) and ``check`` accepts it."""
-    import numpy as np
+def _check_tokenizer(name: str) -> Any:
+    from . import Tokenizer
 
-    eos = set(tok.eos_token_ids)
-    print(f"\n== {title}")
-    t0 = time.perf_counter()
-    compiled = logitgate.compile(grammar, tok)
-    matcher = logitgate.Matcher(compiled)
-    matcher.fill_next_token_bitmask(bitmask)
-    first = time.perf_counter() - t0
-    kind = f"{compiled.n_states} DFA states" if grammar.kind == "regex" else f"{compiled.n_states} lexer states"
-    print(f"   compiled to first mask in {first * 1e3:.1f} ms ({kind})")
-    mask_time = 0.0
-    steps = 0
-    ids: list[int] = []
-    while not matcher.is_terminated() and steps < max_steps:
-        t1 = time.perf_counter()
-        matcher.fill_next_token_bitmask(bitmask)
-        mask_time += time.perf_counter() - t1
-        allowed = np.flatnonzero(logitgate.bitmask_to_bool(bitmask[0], tok.vocab_size))
-        forced = matcher.find_jump_forward_bytes()
-        # a stand-in for the model: a seeded random choice among the allowed tokens, ending
-        # (EOS) with probability 1/3 whenever the text is already complete; past 20 steps it
-        # prefers tokens that close a parenthesis, so that recursive texts come to an end
-        choices = [int(t) for t in allowed if int(t) not in eos]
-        if steps > 20:
-            closing = [t for t in choices if b")" in tok.token_bytes(t) and b"(" not in tok.token_bytes(t)]
-            choices = closing or choices
-        if matcher.is_accepting() and (not choices or rng.random() < 1 / 3 or steps > 20):
-            choice = next(t for t in allowed if int(t) in eos)
-        else:
-            choice = rng.choice(choices)
-        shown = "EOS" if int(choice) in eos else repr(tok.token_bytes(int(choice)))
-        extra = f"  forced next: {forced!r}" if forced else ""
-        print(f"   step {steps:2d}: {len(allowed):6d} tokens allowed -> {shown}{extra}")
-        if not matcher.accept_token(int(choice)):
-            print("   internal error: the chosen allowed token was refused")
-            return False
-        ids.append(int(choice))
-        steps += 1
-    text = tok.decode_bytes(ids).decode("utf-8", errors="replace")
-    ok = check(text) and matcher.is_terminated()
-    print(f"   text: {text!r}  ({steps} steps, mean mask {mask_time / max(steps, 1) * 1e6:.0f} µs)"
-          f"  {oracle}: {'ok' if ok else 'FAILED'}")
-    return ok
+    if name in DEMO_TOKENIZERS:
+        return Tokenizer.from_mistral(_mistral_data_file(DEMO_TOKENIZERS[name]))
+    if name == "embedded":
+        from .integrations.models import embedded_model_path
+
+        return Tokenizer.from_gguf(embedded_model_path())
+    path = Path(name)
+    if path.suffix == ".gguf":
+        return Tokenizer.from_gguf(path)
+    if path.suffix == ".json":
+        return Tokenizer.from_tokenizers_json(path)
+    raise SystemExit(f"--tokenizer: give spm, tekken, embedded, a .gguf file or a tokenizer.json, not {name!r}")
 
 
-def _demo(args: argparse.Namespace) -> int:
-    import logitgate
+def _check(args: argparse.Namespace) -> int:
+    """Exit 0: compiles exactly; 1: compiles only with relaxations (listed); 2: refused (error)."""
+    from . import LogitgateError, SchemaError, compile
+    from .progress import progress
 
-    t0 = time.perf_counter()
-    tok = logitgate.Tokenizer.from_mistral(_mistral_data_file(DEMO_TOKENIZERS[args.tokenizer]))
-    n_nodes = tok.trie.n_nodes
-    print(f"tokenizer: {args.tokenizer} ({tok.n_tokens} tokens, logits width {tok.vocab_size}, "
-          f"{n_nodes} trie nodes) loaded in {time.perf_counter() - t0:.2f} s")
-    rng = random.Random(args.seed)
-    bitmask = logitgate.allocate_token_bitmask(1, tok.vocab_size)
-    all_ok = True
-    runs = [(f"{title}: /{pattern}/", logitgate.Grammar.from_regex(pattern),
-             lambda text, p=pattern: re.fullmatch(p, text) is not None, "re.fullmatch") for title, pattern in DEMO_REGEXES]
-    runs.append(("arithmetic (a recursive GBNF grammar)", logitgate.Grammar.from_gbnf(DEMO_ARITHMETIC_GBNF),
-                 _is_python_expression, "ast.parse"))
-    for title, grammar, check, oracle in runs:
-        ok = _demo_one(logitgate, tok, title, grammar, check, oracle, bitmask, rng, args.max_steps)
-        all_ok &= ok
-    return 0 if all_ok else 1
+    try:
+        try:
+            grammar = constraint_from_args(args, strict=True)
+            relaxed: list[tuple[str, str]] = []
+        except SchemaError as exc:
+            if not exc.problems:
+                raise
+            print(f"not supported exactly ({len(exc.problems)}):")
+            for pointer, what in exc.problems:
+                print(f"  {pointer or '/'}: {what}")
+            grammar = constraint_from_args(args, strict=False)
+            relaxed = grammar.relaxed
+            print("with --no-strict these are relaxed (the output may then violate them).")
+        if grammar is None:
+            raise SystemExit("logitgate check: give a constraint (--schema, --pydantic, --regex, --lark, --gbnf, --yacc)")
+        for note in grammar.notes if grammar.kind != "regex" else []:
+            print(f"note: {note}")
+        if args.tokenizer:
+            tok = _check_tokenizer(args.tokenizer)
+            with progress(f"compiling for {tok.name or args.tokenizer}"):
+                t0 = time.perf_counter()
+                compiled = compile(grammar, tok)
+                from .matcher import Matcher
+
+                Matcher(compiled).allowed_token_ids()
+                dt = time.perf_counter() - t0
+            print(f"compiled for {tok.name or args.tokenizer} ({tok.n_tokens} tokens): "
+                  f"{compiled.n_states} states, first mask after {dt * 1e3:.1f} ms")
+    except LogitgateError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(f"ok: the {grammar.kind.replace('_', ' ')} constraint compiles"
+          + (" with relaxations" if relaxed else " exactly"))
+    return 1 if relaxed else 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parents[2]
+    bench = Path(args.bench_dir) if args.bench_dir else root / "bench"
+    scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py",
+               "model": "bench_model.py"}
+    if not (bench / scripts["regex"]).is_file():
+        raise SystemExit(f"logitgate bench runs the benchmarks of a source checkout; no bench/ folder at {bench} "
+                         "(clone the repository, or pass --bench-dir)")
+    which = [args.which] if args.which != "all" else ["regex", "grammar", "json"]
+    rc = 0
+    for name in which:
+        cmd = [sys.executable, str(bench / scripts[name]), *(["--plot"] if args.plot and name != "model" else []),
+               *args.rest]
+        print("+", " ".join(cmd), flush=True)
+        rc |= subprocess.call(cmd, cwd=bench.parent)
+    return rc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="logitgate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="logitgate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="regex- and grammar-constrained generation over a real bundled tokenizer")
-    demo.add_argument("--tokenizer", choices=sorted(DEMO_TOKENIZERS), default="tekken")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--max-steps", type=int, default=80)
+
+    demo = sub.add_parser("demo", help="the embedded model answering under a schema, a regex and a grammar")
+    _add_model_flags(demo)
+    demo.add_argument("--tokenizer", choices=sorted(DEMO_TOKENIZERS), default=None,
+                      help="instead: the model-free walk over a bundled tokenizer (random choices among allowed tokens)")
+    demo.add_argument("--max-steps", type=int, default=80, help="with --tokenizer: steps per text")
+
+    gen = sub.add_parser("generate", help="generate text under a constraint, streaming it to stdout")
+    _add_constraint_flags(gen)
+    _add_model_flags(gen)
+    gen.add_argument("--prompt", required=True, help="the user message (or the raw prompt with --raw)")
+    gen.add_argument("--system", default=None, help="a system message")
+    gen.add_argument("--raw", action="store_true", help="send --prompt as is, without the chat template")
+    gen.add_argument("--no-fast-forward", action="store_true", help="one forward pass per token, even where forced")
+    gen.add_argument("--stats", action="store_true", help="print token counts, tokens/s and mask share to stderr")
+
+    chk = sub.add_parser("check", help="compile a schema or grammar; report unsupported parts with their positions")
+    _add_constraint_flags(chk)
+    chk.add_argument("--tokenizer", default=None,
+                     help="also compile for a tokenizer: spm, tekken, embedded, a .gguf file or a tokenizer.json")
+
+    bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
+    bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model"], default="all")
+    bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
+    bench.add_argument("--bench-dir", default=None, help="the bench/ folder (default: the source checkout's)")
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help="options passed on to the benchmark script")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return _demo(args)
+        return tokenizer_demo(args) if args.tokenizer else model_demo(args)
+    if args.command == "generate":
+        return _generate(args)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "bench":
+        return _bench(args)
     return 2  # pragma: no cover
 
 

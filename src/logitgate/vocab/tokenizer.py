@@ -379,6 +379,18 @@ class Tokenizer:
                                      "sentencepiece.SentencePieceProcessor")
         return cls._from_sp_processor(sp, vocab_size, name)
 
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike[str], *, vocab_size: int | None = None) -> Tokenizer:
+        """From the tokenizer metadata of a GGUF model file (``tokenizer.ggml.*``), read with the
+        ``gguf`` package; byte-level BPE (``gpt2``) and SentencePiece (``llama``) vocabularies.
+
+        EOS: the file's eos id plus its eot/eom ids; the logits width comes from the output matrix
+        (or ``<arch>.vocab_size``) unless ``vocab_size`` is given. See :mod:`logitgate.vocab.gguf`.
+        """
+        from .gguf import tokenizer_from_gguf
+
+        return tokenizer_from_gguf(path, vocab_size=vocab_size)
+
     # ------------------------------------------------------------------ helpers
     @classmethod
     def _from_sp_processor(cls, sp: Any, vocab_size: int | None, name: str) -> Tokenizer:
