@@ -84,7 +84,7 @@ def test_gguf_tokenizer_matches_the_model_tokenizer_on_prompts(model):
                          + [("date", "When did the Berlin Wall fall? Answer as YYYY-MM-DD."),
                             ("lark", "Write an arithmetic expression equal to 12.")])
 def test_generation_loop_output_is_valid_for_several_seeds(model, constraints, kind, prompt):
-    seeds = [0, 1, 2] if kind == "json" else [0, 1, 2, 3]
+    seeds = [0, 1] if kind == "json" else [0, 1, 2]  # many more seeds on llama.cpp: test_llama_cpp.py
     for seed in seeds:
         res = generate(model, [{"role": "user", "content": prompt}], constraints[kind], max_tokens=120,
                        temperature=0.0 if seed == 0 else 0.9, seed=seed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,8 +42,6 @@ def _pydantic_class(spec: str) -> Any:
     if not sep or not attr:
         raise SystemExit(f"--pydantic wants module:Class (or file.py:Class), not {spec!r}")
     if module_name.endswith(".py"):
-        import importlib.util
-
         path = Path(module_name)
         loader_spec = importlib.util.spec_from_file_location(path.stem, path)
         if loader_spec is None or loader_spec.loader is None or not path.is_file():
@@ -253,9 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model"], default="all")
     bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
     bench.add_argument("--bench-dir", default=None, help="the bench/ folder (default: the source checkout's)")
-    bench.add_argument("rest", nargs=argparse.REMAINDER, help="options passed on to the benchmark script")
+    bench.epilog = "Other options are passed on to the benchmark script (see bench/*.py --help)."
 
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command != "bench":
+        parser.error("unrecognized arguments: " + " ".join(unknown))
+    args.rest = unknown
     if args.command == "demo":
         return tokenizer_demo(args) if args.tokenizer else model_demo(args)
     if args.command == "generate":
