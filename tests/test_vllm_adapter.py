@@ -798,3 +798,25 @@ def test_install_routes_backend_selection(fake_vllm, hf_tok, tok):
     request.sampling_params = SimpleNamespace(structured_outputs=so_params(regex="a", _backend="xgrammar"))
     with pytest.raises(ValueError, match="Unsupported structured output backend: xgrammar"):
         fresh.grammar_init(request)
+
+
+def test_general_plugin_is_inert_without_the_env_var(fake_vllm, monkeypatch):
+    so_pkg, ip = fake_vllm.structured_output, fake_vllm.input_processor
+    before = (so_pkg.StructuredOutputManager.grammar_init, ip.InputProcessor._validate_structured_output)
+    monkeypatch.delenv("LOGITGATE_VLLM_REPLACE", raising=False)
+    adapter.vllm_general_plugin()
+    assert (so_pkg.StructuredOutputManager.grammar_init, ip.InputProcessor._validate_structured_output) == before
+    monkeypatch.setenv("LOGITGATE_VLLM_REPLACE", "auto")
+    adapter.vllm_general_plugin()
+    assert so_pkg.StructuredOutputManager.grammar_init.__wrapped__ is before[0]
+
+
+def test_the_plugin_entry_point_is_declared():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    plugin = meta["project"]["entry-points"]["vllm.general_plugins"]["logitgate"]
+    module, _, func = plugin.partition(":")
+    assert module == adapter.__name__ and callable(getattr(adapter, func))

@@ -69,8 +69,15 @@ def apply_token_bitmask_inplace(
     one_dim = logits_np.ndim == 1
     lg = logits_np[None, :] if one_dim else logits_np
     bm2 = bm[None, :] if bm.ndim == 1 else bm
+    if bm2.shape[0] < lg.shape[0] and indices is None:
+        raise ValueError(f"bitmask has {bm2.shape[0]} rows for {lg.shape[0]} rows of logits")
+    rows = np.arange(lg.shape[0], dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
+    if lg.dtype in (np.float32, np.float64) and bm2.dtype == np.int32 and lg.flags.c_contiguous:
+        from .kernels.bitmask_kernels import mask_rows_inplace
+
+        mask_rows_inplace(lg, np.ascontiguousarray(bm2), rows)
+        return
     vocab = lg.shape[-1]
-    rows = range(lg.shape[0]) if indices is None else indices
     covered = min(vocab, bm2.shape[-1] * 32)
     for r in rows:
         allowed = bitmask_to_bool(bm2[r], covered)

@@ -63,7 +63,7 @@ name to take over -- ``"auto"`` (vLLM's default, so every structured request goe
 e.g. ``"guidance"`` -- and select it as usual. Both patches must be in the front-end process and
 in the engine-core process (a separate process by default). vLLM runs every
 ``vllm.general_plugins`` entry point in each of its processes, so declare one in a package you
-install (logitgate does not declare it itself)::
+install; logitgate declares it (inert unless ``$LOGITGATE_VLLM_REPLACE`` is set)::
 
     [project.entry-points."vllm.general_plugins"]
     logitgate = "logitgate.integrations.vllm:vllm_general_plugin"
@@ -995,6 +995,8 @@ def install(*, replace: str | Sequence[str] = (), json_strict: bool = True) -> d
 def vllm_general_plugin() -> None:
     """Entry point for vLLM's ``vllm.general_plugins`` group (run by vLLM in each of its
     processes): ``install(replace=...)`` with the comma-separated names in
-    ``$LOGITGATE_VLLM_REPLACE`` (none: only requests marked ``"logitgate"`` are routed)."""
+    ``$LOGITGATE_VLLM_REPLACE``. Unset or empty: nothing is patched, so having logitgate installed
+    never changes a vLLM that was not asked to use it."""
     names = [n.strip() for n in os.environ.get("LOGITGATE_VLLM_REPLACE", "").split(",") if n.strip()]
-    install(replace=names)
+    if names:
+        install(replace=names)

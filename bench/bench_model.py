@@ -1,0 +1,282 @@
+"""Model benchmark: tokens per second with the embedded model (SmolLM2-135M-Instruct GGUF),
+unconstrained vs constrained, on llama-cpp-python and on transformers, with the share of time spent
+in masks.
+
+    python bench/bench_model.py                  # both runtimes, 3 rounds
+    python bench/bench_model.py --runtimes llama-cpp --rounds 5
+
+Rows, per runtime and task (a JSON Schema, a regex, a Lark grammar):
+  llama-cpp:    logitgate's loop unconstrained / constrained (fast-forward on and off, masks overlapped
+                with the forward pass or not); llama-cpp-python's own create_completion unconstrained,
+                with logitgate's logits processor, and with llama.cpp's own grammar sampler (the peer:
+                its JSON-Schema-to-GBNF converter, its GBNF for the regex and grammar tasks).
+  transformers: model.generate() unconstrained, with logitgate's LogitsProcessor, and with
+                xgrammar's transformers LogitsProcessor when xgrammar is installed (the peer).
+Each mode runs once to warm up (compile, first visits of grammar states), then --rounds times,
+modes interleaved; tokens/s is output tokens over decoding time (prompt excluded), summed over rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import logitgate  # noqa: E402
+from logitgate.integrations.generation import generate  # noqa: E402
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "city": {"type": "string", "maxLength": 40},
+        "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 5},
+        "bio": {"type": "string", "maxLength": 300},
+    },
+    "required": ["name", "age", "city", "hobbies", "bio"],
+    "additionalProperties": False,
+}
+STORY = r"[A-Za-z0-9 ,.'\n-]{1,1000}"
+STORY_GBNF = r"""root ::= [A-Za-z0-9 ,.'\n-]{1,1000}"""
+LIST_LARK = r"""
+start: item+
+item: "- " SENTENCE "\n"
+SENTENCE: /[A-Z][A-Za-z ,']{0,100}[.!]/
+"""
+LIST_GBNF = r"""
+root ::= item+
+item ::= "- " [A-Z] [A-Za-z ,']{0,100} [.!] "\n"
+"""
+TASKS = {
+    "json": ("Describe a fictional person as JSON with name, age, city, hobbies and a short bio.",
+             lambda: logitgate.Grammar.from_json_schema(PERSON)),
+    "regex": ("Tell me a long story about a dragon and a knight.", lambda: logitgate.Grammar.from_regex(STORY)),
+    "grammar": ("List ten facts about the ocean, one per line.", lambda: logitgate.Grammar.from_lark(LIST_LARK)),
+}
+
+
+def machine() -> str:
+    import platform
+
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+class Acc:
+    """Output tokens and decoding seconds summed over rounds, and per-step mask times."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.seconds = 0.0
+        self.mask_s = 0.0
+        self.steps: list[float] = []
+        self.forced = 0
+        self.texts: list[str] = []
+
+    def add(self, tokens: int, seconds: float, mask_s: float = 0.0, steps=(), forced: int = 0, text: str = "") -> None:
+        self.tokens += tokens
+        self.seconds += seconds
+        self.mask_s += mask_s
+        self.steps.extend(steps)
+        self.forced += forced
+        self.texts.append(text)
+
+    def row(self, base: "Acc | None") -> dict:
+        tps = self.tokens / self.seconds if self.seconds else 0.0
+        out = {"tokens": self.tokens, "seconds": round(self.seconds, 3), "tokens_per_s": round(tps, 2),
+               "mask_share": round(self.mask_s / self.seconds, 4) if self.seconds else None,
+               "fast_forwarded": self.forced}
+        if self.steps:
+            s = sorted(self.steps)
+            out["mask_mean_us"] = round(statistics.fmean(s) * 1e6, 1)
+            out["mask_p99_us"] = round(s[min(len(s) - 1, int(0.99 * len(s)))] * 1e6, 1)
+        if base is not None and base.seconds and base.tokens:
+            out["vs_unconstrained"] = round(tps / (base.tokens / base.seconds) - 1, 4)
+        return out
+
+
+def bench_llama(args: argparse.Namespace) -> dict:
+    import llama_cpp
+
+    from logitgate.integrations import llama_cpp as lg
+    from logitgate.integrations.llama_cpp import LlamaCppModel
+    from logitgate.integrations.models import embedded_model_path
+
+    model = LlamaCppModel.from_path(embedded_model_path(), n_threads=args.threads)
+    llm = model.llm
+    results: dict = {}
+    for task, (prompt, make) in TASKS.items():
+        if args.tasks and task not in args.tasks:
+            continue
+        grammar = make()
+        t0 = time.perf_counter()
+        compiled = logitgate.compile(grammar, model.tokenizer)
+        compile_s = time.perf_counter() - t0
+        if task == "json":
+            native = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(PERSON), verbose=False)
+        else:
+            native = llama_cpp.LlamaGrammar.from_string(STORY_GBNF if task == "regex" else LIST_GBNF, verbose=False)
+        msgs = [{"role": "user", "content": prompt}]
+        modes = {
+            "loop: unconstrained": lambda: generate(model, msgs, None, max_tokens=args.max_tokens),
+            "loop: logitgate": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens),
+            "loop: logitgate, overlapped": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
+                                                            overlap=True),
+            "loop: logitgate, no fast-forward": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
+                                                                 fast_forward=False),
+        }
+
+        def completion(**kw):
+            def run():
+                t = time.perf_counter()
+                out = llm.create_chat_completion(messages=msgs, max_tokens=args.max_tokens, temperature=0.0, **kw)
+                return out["usage"]["completion_tokens"], time.perf_counter() - t, out["choices"][0]["message"]["content"]
+            return run
+
+        llm_modes = {
+            "llama-cpp-python: unconstrained": completion(),
+            "llama-cpp-python: logitgate processor": lambda: completion(
+                logits_processor=llama_cpp.LogitsProcessorList([lg.LlamaCppLogitsProcessor(compiled)]))(),
+            "llama-cpp-python: llama.cpp grammar (peer)": completion(grammar=native),
+        }
+        accs = {name: Acc() for name in [*modes, *llm_modes]}
+        cold = generate(model, msgs, compiled, max_tokens=args.max_tokens)
+        for name, fn in [*modes.items(), *llm_modes.items()]:
+            fn()  # warm-up
+        for _ in range(args.rounds):
+            for name, fn in modes.items():
+                r = fn()
+                accs[name].add(len(r.tokens), r.decode_s, r.mask_s, r.mask_step_s, r.n_forced, r.text)
+            for name, fn in llm_modes.items():
+                n, s, text = fn()
+                accs[name].add(n, s, text=text)  # includes the prompt: llama-cpp-python caches it after warm-up
+        base = accs["loop: unconstrained"]
+        lbase = accs["llama-cpp-python: unconstrained"]
+        rows = {name: acc.row(lbase if name.startswith("llama-cpp-python") and name != "llama-cpp-python: unconstrained"
+                              else base if name != "loop: unconstrained" else None) for name, acc in accs.items()}
+        rows["cold: logitgate (first run after compile)"] = {
+            "tokens": len(cold.tokens), "tokens_per_s": round(cold.tokens_per_s, 2),
+            "mask_share": round(cold.mask_share, 4),
+            "mask_mean_us": round(cold.mask_s / max(len(cold.mask_step_s), 1) * 1e6, 1),
+            "mask_p99_us": round(sorted(cold.mask_step_s)[int(0.99 * (len(cold.mask_step_s) - 1))] * 1e6, 1)
+            if cold.mask_step_s else None,
+        }
+        results[task] = {"compile_ms": round(compile_s * 1e3, 1), "rows": rows,
+                         "sample": accs["loop: logitgate"].texts[0][:160]}
+        print_task("llama-cpp", task, results[task])
+    return results
+
+
+def bench_transformers(args: argparse.Namespace) -> dict:
+    import torch
+
+    from logitgate.integrations.models import embedded_model_path
+    from logitgate.integrations.transformers import LogitgateLogitsProcessor, TransformersModel
+
+    model = TransformersModel.from_gguf(embedded_model_path(), n_threads=args.threads)
+    hf, hf_tok = model.model, model.hf_tokenizer
+    try:
+        import xgrammar as xgr
+
+        xinfo = xgr.TokenizerInfo.from_huggingface(hf_tok, vocab_size=hf.config.vocab_size)
+        xcomp = xgr.GrammarCompiler(xinfo)
+    except Exception as exc:  # xgrammar missing or failing: say so in the table
+        xgr, xcomp = None, None
+        print(f"xgrammar unavailable: {exc}", file=sys.stderr)
+    results: dict = {}
+    eos = list(model.tokenizer.eos_token_ids)
+    n = args.max_tokens_tf
+    for task, (prompt, make) in TASKS.items():
+        if args.tasks and task not in args.tasks:
+            continue
+        compiled = logitgate.compile(make(), model.tokenizer)
+        text = hf_tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                          add_generation_prompt=True)
+        batch = hf_tok([text], return_tensors="pt", add_special_tokens=False)
+        plen = batch["input_ids"].shape[1]
+
+        def run(processors):
+            t = time.perf_counter()
+            with torch.inference_mode():
+                out = hf.generate(**batch, logits_processor=processors, max_new_tokens=n, do_sample=False,
+                                  eos_token_id=eos, pad_token_id=eos[0], top_p=None, top_k=None, temperature=None)
+            dt = time.perf_counter() - t
+            new = [int(x) for x in out[0, plen:] if int(x) not in eos]
+            return len(new), dt, model.tokenizer.decode_bytes(new).decode(errors="replace")
+
+        modes = {"generate: unconstrained": lambda: run([]),
+                 "generate: logitgate LogitsProcessor": lambda: run([LogitgateLogitsProcessor(compiled)])}
+        if xcomp is not None:
+            if task == "json":
+                xg = xcomp.compile_json_schema(json.dumps(PERSON), any_whitespace=False)
+            elif task == "regex":
+                xg = xcomp.compile_regex(STORY)
+            else:
+                xg = xcomp.compile_grammar(LIST_GBNF)
+            modes["generate: xgrammar LogitsProcessor (peer)"] = lambda: run([xgr.contrib.hf.LogitsProcessor(xg)])
+        accs = {name: Acc() for name in modes}
+        for fn in modes.values():
+            fn()
+        for _ in range(args.rounds_tf):
+            for name, fn in modes.items():
+                k, s, out_text = fn()
+                accs[name].add(k, s, text=out_text)
+        base = accs["generate: unconstrained"]
+        rows = {name: acc.row(None if name == "generate: unconstrained" else base) for name, acc in accs.items()}
+        results[task] = {"rows": rows, "sample": accs["generate: logitgate LogitsProcessor"].texts[0][:160]}
+        print_task("transformers", task, results[task])
+    return results
+
+
+def print_task(runtime: str, task: str, res: dict) -> None:
+    print(f"\n### {runtime}: {task}" + (f" (compile {res['compile_ms']} ms)" if "compile_ms" in res else ""))
+    print("| mode | tokens | tokens/s | vs unconstrained | mask share | mask mean µs | mask p99 µs | fast-forwarded |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in res["rows"].items():
+        vs = r.get("vs_unconstrained")
+        share = r.get("mask_share")
+        print(f"| {name} | {r.get('tokens', '')} | {r['tokens_per_s']:.1f} | "
+              f"{'' if vs is None else f'{vs:+.1%}'} | {'' if not share else f'{share:.2%}'} | "
+              f"{r.get('mask_mean_us', '')} | {r.get('mask_p99_us', '')} | {r.get('fast_forwarded', '') or ''} |")
+    print(f"sample: {res['sample']!r}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runtimes", default="llama-cpp,transformers")
+    ap.add_argument("--tasks", default="", help="comma-separated subset of json,regex,grammar")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per mode on llama-cpp")
+    ap.add_argument("--rounds-tf", type=int, default=2, help="rounds per mode on transformers")
+    ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--max-tokens-tf", type=int, default=80)
+    ap.add_argument("--threads", type=int, default=1, help="model threads (1 is fastest for this model on 2 cores)")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args(argv)
+    args.tasks = [t for t in args.tasks.split(",") if t]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    print(f"# Model benchmark {stamp} UTC — SmolLM2-135M-Instruct Q4_1 (embedded), {machine()}, "
+          f"logitgate {logitgate.__version__}")
+    out: dict = {"kind": "model", "stamp": stamp, "machine": machine(), "args": vars(args)}
+    runtimes = args.runtimes.split(",")
+    if "llama-cpp" in runtimes:
+        out["llama-cpp"] = bench_llama(args)
+    if "transformers" in runtimes:
+        out["transformers"] = bench_transformers(args)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"model-{stamp}.json"
+    path.write_text(json.dumps(out, indent=1))
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
