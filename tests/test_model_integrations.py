@@ -173,3 +173,18 @@ def test_processor_refuses_a_forbidden_token(constraints):
     bad = next(i for i in range(100, 2000) if c.tokenizer.token_bytes(i)[:1].isalpha())
     with pytest.raises(RuntimeError, match="forbids"):
         proc(torch.tensor([[5, 6, bad]]), scores.clone())
+
+
+def test_a_local_model_folder_replaces_the_default(model, constraints):
+    """``load_model(folder)``: a transformers folder (here the float32 copy of the embedded GGUF that
+    the first load wrote) with its own tokenizer files; the constraint is compiled for its vocabulary."""
+    from logitgate.integrations.models import load_model
+
+    folder = model.model.name_or_path
+    local = load_model(folder)
+    assert type(local).__name__ == "TransformersModel" and local.tokenizer.vocab_size == model.tokenizer.vocab_size
+    # the folder's tokenizer (tokenizer.json) and the GGUF metadata agree on every token's bytes
+    assert local.tokenizer.tokens == model.tokenizer.tokens
+    compiled = logitgate.compile(logitgate.Grammar.from_regex(DATE), local.tokenizer)
+    res = generate(local, [{"role": "user", "content": "Pick a date as YYYY-MM-DD."}], compiled, max_tokens=20)
+    _check("date", res.text)

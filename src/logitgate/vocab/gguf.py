@@ -23,12 +23,14 @@ of tokens; the ``vocab_size`` argument overrides all of them.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._cachedir import cached_json
 from ..errors import TokenizerError
 from .tokenizer import _SPIECE_SPACE, Tokenizer, _byte_piece, _gpt2_char_to_byte, _import_optional, _Parts
 
@@ -51,9 +53,30 @@ def tokenizer_from_gguf(path: str | os.PathLike[str], *, vocab_size: int | None 
     """
     path = Path(path)
     try:
-        return _load(path, vocab_size)
+        st = path.stat()
+        key = hashlib.sha256(f"{_CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+        # GGUFReader parses every metadata entry in Python (about 4 s for a 49k vocabulary): the
+        # result is cached per file (path, size, modification time) as JSON
+        data = cached_json("tokenizers", f"gguf-{key[:24]}.json", lambda: _to_json(_load(path, None)))
+        return Tokenizer([bytes.fromhex(t) for t in data["tokens"]], eos_token_ids=data["eos"],
+                         special_ids=data["special"], bos_token_id=data["bos"],
+                         vocab_size=data["vocab_size"] if vocab_size is None else vocab_size, name=path.name)
+    except OSError:
+        pass  # a missing file: _load names the problem
     except TokenizerError as e:
         raise TokenizerError(f"{path}: {e}") from e.__cause__  # the same message, now naming the file
+    try:
+        return _load(path, vocab_size)
+    except TokenizerError as e:
+        raise TokenizerError(f"{path}: {e}") from e.__cause__
+
+
+_CACHE_FORMAT = 1
+
+
+def _to_json(tok: Tokenizer) -> dict[str, Any]:
+    return {"tokens": [t.hex() for t in tok.tokens], "eos": list(tok.eos_token_ids), "special": sorted(tok.special_ids),
+            "bos": tok.bos_token_id, "vocab_size": tok.vocab_size}
 
 
 def _load(path: Path, vocab_size: int | None) -> Tokenizer:
