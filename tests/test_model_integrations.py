@@ -136,7 +136,8 @@ def test_transformers_generate_batch_with_a_constraint_per_row(model, constraint
         new = out[:, batch["input_ids"].shape[1]:]
         for row, kind in enumerate(kinds):
             ids = [int(t) for t in new[row] if int(t) not in eos]
-            assert proc.matchers[row].is_terminated(), (sample, kind, hf_tok.decode(ids))
+            # the row ended with EOS (the processor never sees the last EOS: generate() stops first)
+            assert any(int(t) in eos for t in new[row]), (sample, kind, hf_tok.decode(ids))
             _check(kind, model.tokenizer.decode_bytes(ids).decode())
 
 
