@@ -6,14 +6,17 @@ in masks.
     python bench/bench_model.py --runtimes llama-cpp --rounds 5
 
 Rows, per runtime and task (a JSON Schema, a regex, a Lark grammar):
-  llama-cpp:    logitgate's loop unconstrained / constrained (fast-forward on and off, masks overlapped
-                with the forward pass or not); llama-cpp-python's own create_completion unconstrained,
+  llama-cpp:    logitgate's loop unconstrained / constrained (by default with fast-forward and the
+                next mask computed during the forward pass; each turned off in turn); llama-cpp-python's own create_completion unconstrained,
                 with logitgate's logits processor, and with llama.cpp's own grammar sampler (the peer:
                 its JSON-Schema-to-GBNF converter, its GBNF for the regex and grammar tasks).
   transformers: model.generate() unconstrained, with logitgate's LogitsProcessor, and with
                 xgrammar's transformers LogitsProcessor when xgrammar is installed (the peer).
 Each mode runs once to warm up (compile, first visits of grammar states), then --rounds times,
-modes interleaved; tokens/s is output tokens over decoding time (prompt excluded), summed over rounds.
+modes interleaved; tokens/s is output tokens over decoding time summed over rounds, and
+"vs unconstrained" the median over rounds of the ratio to the unconstrained run of the same round.
+"mask share" is the time the loop waited for masks (or spent in the logits processor) over the
+decoding time. "cold" rows are the first run after compiling, with and without overlap.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ PERSON = {
         "age": {"type": "integer", "minimum": 0, "maximum": 120},
         "city": {"type": "string", "maxLength": 40},
         "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 5},
-        "bio": {"type": "string", "maxLength": 300},
+        "bio": {"type": "string", "maxLength": 200},
     },
     "required": ["name", "age", "city", "hobbies", "bio"],
     "additionalProperties": False,
@@ -81,6 +84,7 @@ class Acc:
         self.steps: list[float] = []
         self.forced = 0
         self.texts: list[str] = []
+        self.rounds: list[float] = []  # tokens/s of each round
 
     def add(self, tokens: int, seconds: float, mask_s: float = 0.0, steps=(), forced: int = 0, text: str = "") -> None:
         self.tokens += tokens
@@ -89,18 +93,22 @@ class Acc:
         self.steps.extend(steps)
         self.forced += forced
         self.texts.append(text)
+        self.rounds.append(tokens / seconds if seconds else 0.0)
 
     def row(self, base: "Acc | None") -> dict:
         tps = self.tokens / self.seconds if self.seconds else 0.0
         out = {"tokens": self.tokens, "seconds": round(self.seconds, 3), "tokens_per_s": round(tps, 2),
-               "mask_share": round(self.mask_s / self.seconds, 4) if self.seconds else None,
+               "mask_share": round(self.mask_s / self.seconds, 4) if self.seconds and self.mask_s else None,
                "fast_forwarded": self.forced}
         if self.steps:
             s = sorted(self.steps)
             out["mask_mean_us"] = round(statistics.fmean(s) * 1e6, 1)
             out["mask_p99_us"] = round(s[min(len(s) - 1, int(0.99 * len(s)))] * 1e6, 1)
-        if base is not None and base.seconds and base.tokens:
-            out["vs_unconstrained"] = round(tps / (base.tokens / base.seconds) - 1, 4)
+        if base is not None and base.rounds:
+            # the median over rounds of this mode's tokens/s over the baseline's in the same round
+            # (modes are interleaved, so a drift of the machine's speed cancels out)
+            ratios = [a / b for a, b in zip(self.rounds, base.rounds) if b]
+            out["vs_unconstrained"] = round(statistics.median(ratios) - 1, 4)
         return out
 
 
@@ -129,8 +137,8 @@ def bench_llama(args: argparse.Namespace) -> dict:
         modes = {
             "loop: unconstrained": lambda: generate(model, msgs, None, max_tokens=args.max_tokens),
             "loop: logitgate": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens),
-            "loop: logitgate, overlapped": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
-                                                            overlap=True),
+            "loop: logitgate, not overlapped": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
+                                                                overlap=False),
             "loop: logitgate, no fast-forward": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
                                                                  fast_forward=False),
         }
@@ -142,14 +150,26 @@ def bench_llama(args: argparse.Namespace) -> dict:
                 return out["usage"]["completion_tokens"], time.perf_counter() - t, out["choices"][0]["message"]["content"]
             return run
 
+        procs: list = []
+
+        def with_processor():
+            procs.append(lg.LlamaCppLogitsProcessor(compiled))
+            n_tok, secs, text = completion(logits_processor=llama_cpp.LogitsProcessorList([procs[-1]]))()
+            return n_tok, secs, text, procs[-1].elapsed_s
+
         llm_modes = {
             "llama-cpp-python: unconstrained": completion(),
-            "llama-cpp-python: logitgate processor": lambda: completion(
-                logits_processor=llama_cpp.LogitsProcessorList([lg.LlamaCppLogitsProcessor(compiled)]))(),
+            "llama-cpp-python: logitgate processor": with_processor,
             "llama-cpp-python: llama.cpp grammar (peer)": completion(grammar=native),
         }
         accs = {name: Acc() for name in [*modes, *llm_modes]}
-        cold = generate(model, msgs, compiled, max_tokens=args.max_tokens)
+        # cold: the first run after compiling, every state visited for the first time (overlapped
+        # first, so that anything a second compile could reuse favours the plain run)
+        logitgate.clear_cache()
+        cold_overlap = generate(model, msgs, logitgate.compile(grammar, model.tokenizer), max_tokens=args.max_tokens)
+        logitgate.clear_cache()
+        compiled = logitgate.compile(grammar, model.tokenizer)
+        cold = generate(model, msgs, compiled, max_tokens=args.max_tokens, overlap=False)
         for name, fn in [*modes.items(), *llm_modes.items()]:
             fn()  # warm-up
         for _ in range(args.rounds):
@@ -157,19 +177,23 @@ def bench_llama(args: argparse.Namespace) -> dict:
                 r = fn()
                 accs[name].add(len(r.tokens), r.decode_s, r.mask_s, r.mask_step_s, r.n_forced, r.text)
             for name, fn in llm_modes.items():
-                n, s, text = fn()
-                accs[name].add(n, s, text=text)  # includes the prompt: llama-cpp-python caches it after warm-up
+                n, secs, text, *proc_s = fn()
+                # includes the prompt: llama-cpp-python caches it after the warm-up
+                accs[name].add(n, secs, proc_s[0] if proc_s else 0.0, text=text)
         base = accs["loop: unconstrained"]
         lbase = accs["llama-cpp-python: unconstrained"]
-        rows = {name: acc.row(lbase if name.startswith("llama-cpp-python") and name != "llama-cpp-python: unconstrained"
-                              else base if name != "loop: unconstrained" else None) for name, acc in accs.items()}
-        rows["cold: logitgate (first run after compile)"] = {
-            "tokens": len(cold.tokens), "tokens_per_s": round(cold.tokens_per_s, 2),
-            "mask_share": round(cold.mask_share, 4),
-            "mask_mean_us": round(cold.mask_s / max(len(cold.mask_step_s), 1) * 1e6, 1),
-            "mask_p99_us": round(sorted(cold.mask_step_s)[int(0.99 * (len(cold.mask_step_s) - 1))] * 1e6, 1)
-            if cold.mask_step_s else None,
-        }
+        rows = {name: acc.row(None if name in ("loop: unconstrained", "llama-cpp-python: unconstrained")
+                              else lbase if name.startswith("llama-cpp-python") else base)
+                for name, acc in accs.items()}
+        for label, run in (("cold: logitgate (first run after compile)", cold_overlap),
+                           ("cold: logitgate, not overlapped", cold)):
+            rows[label] = {
+                "tokens": len(run.tokens), "tokens_per_s": round(run.tokens_per_s, 2),
+                "mask_share": round(run.mask_share, 4),
+                "mask_mean_us": round(run.mask_s / max(len(run.mask_step_s), 1) * 1e6, 1),
+                "mask_p99_us": round(sorted(run.mask_step_s)[int(0.99 * (len(run.mask_step_s) - 1))] * 1e6, 1)
+                if run.mask_step_s else None,
+            }
         results[task] = {"compile_ms": round(compile_s * 1e3, 1), "rows": rows,
                          "sample": accs["loop: logitgate"].texts[0][:160]}
         print_task("llama-cpp", task, results[task])
@@ -213,8 +237,12 @@ def bench_transformers(args: argparse.Namespace) -> dict:
             new = [int(x) for x in out[0, plen:] if int(x) not in eos]
             return len(new), dt, model.tokenizer.decode_bytes(new).decode(errors="replace")
 
+        def ours():
+            proc = LogitgateLogitsProcessor(compiled)
+            return (*run([proc]), proc.elapsed_s)
+
         modes = {"generate: unconstrained": lambda: run([]),
-                 "generate: logitgate LogitsProcessor": lambda: run([LogitgateLogitsProcessor(compiled)])}
+                 "generate: logitgate LogitsProcessor": ours}
         if xcomp is not None:
             if task == "json":
                 xg = xcomp.compile_json_schema(json.dumps(PERSON), any_whitespace=False)
@@ -228,8 +256,8 @@ def bench_transformers(args: argparse.Namespace) -> dict:
             fn()
         for _ in range(args.rounds_tf):
             for name, fn in modes.items():
-                k, s, out_text = fn()
-                accs[name].add(k, s, text=out_text)
+                k, secs, out_text, *proc_s = fn()
+                accs[name].add(k, secs, proc_s[0] if proc_s else 0.0, text=out_text)
         base = accs["generate: unconstrained"]
         rows = {name: acc.row(None if name == "generate: unconstrained" else base) for name, acc in accs.items()}
         results[task] = {"rows": rows, "sample": accs["generate: logitgate LogitsProcessor"].texts[0][:160]}
@@ -239,7 +267,8 @@ def bench_transformers(args: argparse.Namespace) -> dict:
 
 def print_task(runtime: str, task: str, res: dict) -> None:
     print(f"\n### {runtime}: {task}" + (f" (compile {res['compile_ms']} ms)" if "compile_ms" in res else ""))
-    print("| mode | tokens | tokens/s | vs unconstrained | mask share | mask mean µs | mask p99 µs | fast-forwarded |")
+    print("| mode | tokens | tokens/s | vs unconstrained (median of rounds) | mask share | mask mean µs | mask p99 µs "
+          "| fast-forwarded |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in res["rows"].items():
         vs = r.get("vs_unconstrained")

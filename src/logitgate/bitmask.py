@@ -89,6 +89,12 @@ def apply_token_bitmask_inplace(
 def _apply_torch(logits: Any, bitmask: Any, indices: Sequence[int] | None) -> None:
     import torch
 
+    if (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64) and logits.is_contiguous()
+            and not logits.requires_grad and logits.dim() in (1, 2)):
+        # CPU logits: the numba kernel on a numpy view of the same memory
+        bm_np = bitmask.cpu().numpy() if isinstance(bitmask, torch.Tensor) else np.asarray(bitmask)
+        apply_token_bitmask_inplace(logits.numpy(), bm_np, indices=indices)
+        return
     bm = bitmask if isinstance(bitmask, torch.Tensor) else torch.from_numpy(np.asarray(bitmask))
     bm = bm.to(device=logits.device, dtype=torch.int32)
     one_dim = logits.dim() == 1

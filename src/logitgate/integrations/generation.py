@@ -121,12 +121,13 @@ def _forced_tokens(model: Model, matcher: Matcher, last: int | None, limit: int)
 
 def generate(model: Model, prompt: Prompt, constraint: Grammar | CompiledGrammar | None = None, *,
              max_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0,
-             fast_forward: bool = True, overlap: bool = False,
+             fast_forward: bool = True, overlap: bool = True,
              on_text: Callable[[str], None] | None = None) -> GenerationResult:
     """Generate from ``prompt`` (text, token ids, or chat messages) under ``constraint``.
 
     ``fast_forward``: append forced bytes without a forward pass per token (see the module doc).
-    ``overlap``: compute the next mask on a worker thread while the model runs its forward pass.
+    ``overlap``: compute the next mask on a worker thread while the model runs its forward pass
+    (the model runtimes release the GIL there; it hides the cost of first visits to grammar states).
     ``on_text``: called with each new piece of text as it is produced (streaming).
     """
     tok = model.tokenizer

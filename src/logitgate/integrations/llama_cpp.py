@@ -12,6 +12,7 @@ ready ``generate``/``chat`` helpers, and ``LlamaCppModel`` for logitgate's own g
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -63,8 +64,11 @@ class LlamaCppLogitsProcessor:
         self.matcher = Matcher(compiled, max_rollback=0)
         self._bitmask = allocate_token_bitmask(1, compiled.tokenizer.vocab_size)
         self._seen: int | None = None
+        self.elapsed_s = 0.0
+        """Time spent in this processor (feeding tokens, filling and applying masks)."""
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
         n = len(input_ids)
         if self._seen is None:
             self._seen = n
@@ -74,6 +78,7 @@ class LlamaCppLogitsProcessor:
         self._seen = n
         self.matcher.fill_next_token_bitmask(self._bitmask, 0)
         apply_token_bitmask_inplace(scores, self._bitmask[0])
+        self.elapsed_s += time.perf_counter() - t0
         return scores
 
 

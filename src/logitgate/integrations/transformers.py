@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -49,6 +50,9 @@ class LogitgateLogitsProcessor:
         self.matchers: list[Matcher] = []
         self._bitmask: np.ndarray | None = None
         self._length = 0
+        self.elapsed_s = 0.0
+        """Time spent in this processor (feeding tokens, filling and applying masks), for
+        measuring its share of a generation."""
 
     def reset(self) -> None:
         """Forget the batch, so the processor can serve another ``generate()`` call."""
@@ -66,6 +70,7 @@ class LogitgateLogitsProcessor:
         self._length = length
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        t0 = time.perf_counter()
         batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
         if not self.matchers or length <= self._length or batch != len(self.matchers):
             self._start(batch, length)
@@ -82,6 +87,7 @@ class LogitgateLogitsProcessor:
         assert self._bitmask is not None
         fill_next_token_bitmasks(self.matchers, self._bitmask, num_threads=self.num_threads)
         apply_token_bitmask_inplace(scores, self._bitmask)
+        self.elapsed_s += time.perf_counter() - t0
         return scores
 
 
