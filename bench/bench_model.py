@@ -13,7 +13,9 @@ Rows, per runtime and task (a JSON Schema, a regex, a Lark grammar):
   transformers: model.generate() unconstrained, with logitgate's LogitsProcessor, and with
                 xgrammar's transformers LogitsProcessor when xgrammar is installed (the peer).
 Each mode runs once to warm up (compile, first visits of grammar states), then --rounds times,
-modes interleaved; tokens/s is output tokens over decoding time summed over rounds, and
+modes interleaved. Unconstrained baselines write as many tokens as the constrained run (EOS and
+other special tokens banned), since the cost of a token grows with the context; tokens/s is
+output tokens over decoding time summed over rounds, and
 "vs unconstrained" the median over rounds of the ratio to the unconstrained run of the same round.
 "mask share" is the time the loop waited for masks (or spent in the logits processor) over the
 decoding time. "cold" rows are the first run after compiling, with and without overlap.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import numpy as np
 import os
 import statistics
 import sys
@@ -72,6 +75,31 @@ def machine() -> str:
     import platform
 
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+class NoStop:
+    """A model whose special tokens (EOS included) are never sampled: the unconstrained baseline
+    then writes exactly max_tokens tokens, as many as the constrained run it is compared with."""
+
+    def __init__(self, model) -> None:
+        self._m = model
+        self._special = np.array(sorted(model.tokenizer.special_ids), dtype=np.int64)
+
+    def __getattr__(self, name):
+        return getattr(self._m, name)
+
+    def forward(self, tokens):
+        logits = self._m.forward(tokens)
+        logits[self._special] = -np.inf
+        return logits
+
+
+def ban_special(special: np.ndarray):
+    """A llama-cpp-python logits processor that bans the special tokens (same-length baseline)."""
+    def proc(_ids, scores):
+        scores[special] = -np.inf
+        return scores
+    return proc
 
 
 class Acc:
@@ -134,8 +162,19 @@ def bench_llama(args: argparse.Namespace) -> dict:
         else:
             native = llama_cpp.LlamaGrammar.from_string(STORY_GBNF if task == "regex" else LIST_GBNF, verbose=False)
         msgs = [{"role": "user", "content": prompt}]
+        # cold: the first run after compiling, every state visited for the first time (overlapped
+        # first, so that anything a second compile could reuse favours the plain run)
+        cold_overlap = generate(model, msgs, compiled, max_tokens=args.max_tokens)
+        logitgate.clear_cache()
+        compiled = logitgate.compile(grammar, model.tokenizer)
+        cold = generate(model, msgs, compiled, max_tokens=args.max_tokens, overlap=False)
+        # the unconstrained baselines write as many tokens as the constrained run (EOS banned), so
+        # that tokens/s compares equal lengths
+        n_same = len(generate(model, msgs, compiled, max_tokens=args.max_tokens).tokens)
+        free = NoStop(model)
+        special = np.array(sorted(model.tokenizer.special_ids), dtype=np.int64)
         modes = {
-            "loop: unconstrained": lambda: generate(model, msgs, None, max_tokens=args.max_tokens),
+            "loop: unconstrained": lambda: generate(free, msgs, None, max_tokens=n_same),
             "loop: logitgate": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens),
             "loop: logitgate, not overlapped": lambda: generate(model, msgs, compiled, max_tokens=args.max_tokens,
                                                                 overlap=False),
@@ -143,10 +182,10 @@ def bench_llama(args: argparse.Namespace) -> dict:
                                                                  fast_forward=False),
         }
 
-        def completion(**kw):
+        def completion(max_tokens=args.max_tokens, **kw):
             def run():
                 t = time.perf_counter()
-                out = llm.create_chat_completion(messages=msgs, max_tokens=args.max_tokens, temperature=0.0, **kw)
+                out = llm.create_chat_completion(messages=msgs, max_tokens=max_tokens, temperature=0.0, **kw)
                 return out["usage"]["completion_tokens"], time.perf_counter() - t, out["choices"][0]["message"]["content"]
             return run
 
@@ -158,18 +197,12 @@ def bench_llama(args: argparse.Namespace) -> dict:
             return n_tok, secs, text, procs[-1].elapsed_s
 
         llm_modes = {
-            "llama-cpp-python: unconstrained": completion(),
+            "llama-cpp-python: unconstrained": lambda: completion(
+                max_tokens=n_same, logits_processor=llama_cpp.LogitsProcessorList([ban_special(special)]))(),
             "llama-cpp-python: logitgate processor": with_processor,
             "llama-cpp-python: llama.cpp grammar (peer)": completion(grammar=native),
         }
         accs = {name: Acc() for name in [*modes, *llm_modes]}
-        # cold: the first run after compiling, every state visited for the first time (overlapped
-        # first, so that anything a second compile could reuse favours the plain run)
-        logitgate.clear_cache()
-        cold_overlap = generate(model, msgs, logitgate.compile(grammar, model.tokenizer), max_tokens=args.max_tokens)
-        logitgate.clear_cache()
-        compiled = logitgate.compile(grammar, model.tokenizer)
-        cold = generate(model, msgs, compiled, max_tokens=args.max_tokens, overlap=False)
         for name, fn in [*modes.items(), *llm_modes.items()]:
             fn()  # warm-up
         for _ in range(args.rounds):
@@ -228,11 +261,12 @@ def bench_transformers(args: argparse.Namespace) -> dict:
         batch = hf_tok([text], return_tensors="pt", add_special_tokens=False)
         plen = batch["input_ids"].shape[1]
 
-        def run(processors):
+        def run(processors, min_new=0):
             t = time.perf_counter()
             with torch.inference_mode():
-                out = hf.generate(**batch, logits_processor=processors, max_new_tokens=n, do_sample=False,
-                                  eos_token_id=eos, pad_token_id=eos[0], top_p=None, top_k=None, temperature=None)
+                out = hf.generate(**batch, logits_processor=processors, max_new_tokens=min_new or n, do_sample=False,
+                                  min_new_tokens=min_new or None, eos_token_id=eos, pad_token_id=eos[0], top_p=None,
+                                  top_k=None, temperature=None)
             dt = time.perf_counter() - t
             new = [int(x) for x in out[0, plen:] if int(x) not in eos]
             return len(new), dt, model.tokenizer.decode_bytes(new).decode(errors="replace")
@@ -241,7 +275,8 @@ def bench_transformers(args: argparse.Namespace) -> dict:
             proc = LogitgateLogitsProcessor(compiled)
             return (*run([proc]), proc.elapsed_s)
 
-        modes = {"generate: unconstrained": lambda: run([]),
+        n_same = run([LogitgateLogitsProcessor(compiled)])[0]  # the unconstrained baseline writes as many tokens
+        modes = {"generate: unconstrained": lambda: run([], min_new=n_same),
                  "generate: logitgate LogitsProcessor": ours}
         if xcomp is not None:
             if task == "json":

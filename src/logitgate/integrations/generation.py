@@ -168,13 +168,19 @@ def generate(model: Model, prompt: Prompt, constraint: Grammar | CompiledGrammar
             res.n_forced += len(forced[0])
             emit(tok.decode_bytes(forced[0]))
     pool = ThreadPoolExecutor(1, thread_name_prefix="logitgate-mask") if overlap and matcher is not None else None
+    # the first mask is computed during the prompt's prefill
+    pending_fill = pool.submit(fill) if pool is not None else None
     t0 = time.perf_counter()
     model.reset()
-    logits = model.forward(ids)
+    try:
+        logits = model.forward(ids)
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=True)
+        raise
     res.prefill_s = time.perf_counter() - t0
     res.forward_s = 0.0
     t_start = time.perf_counter()
-    pending_fill = None
     try:
         while len(out) < max_tokens:
             if matcher is not None:
