@@ -72,7 +72,7 @@ def apply_token_bitmask_inplace(
     if bm2.shape[0] < lg.shape[0] and indices is None:
         raise ValueError(f"bitmask has {bm2.shape[0]} rows for {lg.shape[0]} rows of logits")
     rows = np.arange(lg.shape[0], dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
-    if lg.dtype in (np.float32, np.float64) and bm2.dtype == np.int32 and lg.flags.c_contiguous:
+    if lg.dtype in (np.float32, np.float64) and bm2.dtype == np.int32:  # any strides (numba compiles per layout)
         from .kernels.bitmask_kernels import mask_rows_inplace
 
         mask_rows_inplace(lg, np.ascontiguousarray(bm2), rows)

@@ -1,0 +1,298 @@
+"""Driving controllers with a model: the in-process runtime.
+
+``run_controller(factory, model, prompt)`` creates the root controller, then at every step calls
+``pre_process`` on each live sequence (forking, suspending or stopping it), ``mid_process`` (a
+bitmask to sample the next token under, or a splice), appends the tokens, and calls
+``post_process``. Forked sequences run side by side; they share the request's variables. As in
+AICI, a sampled EOS does not end a sequence by itself: its controller decides (``Stop``).
+
+Each sequence keeps its own token list; the model's single KV cache is moved between sequences
+by keeping the common prefix and re-running the rest (``Model.truncate``/``forward``), which is
+exact for any ``Model``. A controller that raises, breaks the protocol or overruns its time limit
+ends only its own sequence, with the cause in its log; the others go on. Time limits are checked
+when a call returns (a call that never returns is not interrupted in-process).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..bitmask import apply_token_bitmask_inplace
+from ..integrations.generation import sample_token
+from ..integrations.models import Model
+from .protocol import (
+    Continue, Controller, ControllerError, ControllerHost, Fork, SampleWithBias, Splice, Stop, Suspend,
+    VariableStore,
+)
+
+__all__ = ["Limits", "SequenceResult", "RunResult", "run_controller"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-call time limits in seconds (AICI's are 1000 ms / 1 ms / 20 ms / 1 ms for native code;
+    these defaults leave room for Python controllers that compile constraints in ``mid_process``)."""
+
+    init_prompt: float = 10.0
+    pre_process: float = 1.0
+    mid_process: float = 5.0
+    post_process: float = 1.0
+    fork: float = 10.0
+    """Cloning a controller (a script replays its history to get there)."""
+    max_sequences: int = 64
+    """Forks past this many live sequences end the forking sequence with an error."""
+    max_suspended_rounds: int = 64
+    """Rounds in which every live sequence is suspended before they are all stopped (a deadlock)."""
+
+
+@dataclass
+class SequenceResult:
+    """One sequence of a run: what it generated (the prompt excluded), its log, why it ended."""
+
+    seq_id: int
+    tokens: list[int]
+    text: str
+    log: str
+    stop_reason: str
+    error: str | None = None
+
+
+@dataclass
+class RunResult:
+    sequences: list[SequenceResult]
+    variables: dict[str, bytes]
+    steps: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Seq:
+    seq_id: int
+    controller: Controller
+    host: ControllerHost
+    prompt_len: int
+    fork_group: list[int] = field(default_factory=list)
+    done: str | None = None
+    error: str | None = None
+    suspended: bool = False
+
+
+class _ModelCache:
+    """Moves the model's KV cache between sequences: keep the common prefix, run the rest."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.tokens: list[int] = []
+        model.reset()
+
+    def logits(self, tokens: Sequence[int]) -> np.ndarray:
+        k = 0
+        limit = min(len(self.tokens), len(tokens) - 1)  # at least one token must run to give logits
+        while k < limit and self.tokens[k] == tokens[k]:
+            k += 1
+        if k < len(self.tokens):
+            self.model.truncate(k)
+            del self.tokens[k:]
+        out = self.model.forward(list(tokens[k:]))
+        self.tokens.extend(tokens[k:])
+        return out
+
+
+def _prompt_ids(model: Model, prompt: str | Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
+    if isinstance(prompt, str):
+        return model.encode(prompt)
+    items = list(prompt)
+    if items and isinstance(items[0], Mapping):
+        return model.chat_prompt(items)  # type: ignore[arg-type]
+    return [int(t) for t in items]  # type: ignore[arg-type]
+
+
+def run_controller(controller_factory: Callable[[ControllerHost], Controller], model: Model,
+                   prompt: str | Sequence[int] | Sequence[Mapping[str, str]], *, max_tokens: int = 200,
+                   temperature: float = 0.0, seed: int | None = 0, limits: Limits = Limits(),
+                   on_event: Callable[[int, str, str], None] | None = None) -> RunResult:
+    """Run a controller (and its forks) on ``model`` from ``prompt``.
+
+    ``controller_factory(host)`` builds the root controller. ``max_tokens`` bounds each sequence's
+    generated tokens. ``on_event(seq_id, kind, data)`` streams ``"text"`` (newly appended text),
+    ``"log"`` (new log output), ``"fork"`` (the new ids) and ``"end"`` (the stop reason).
+    """
+    t_start = time.perf_counter()
+    tok = model.tokenizer
+    rng = np.random.default_rng(seed) if temperature > 0 else None
+    variables = VariableStore()
+    prompt_ids = _prompt_ids(model, prompt)
+    cache = _ModelCache(model)
+
+    def tokenize_bytes(data: bytes) -> list[int]:
+        ids = model.encode_bytes(bytes(data))
+        if ids is None:
+            raise ControllerError(f"the model's tokenizer cannot tokenize {bytes(data)[:40]!r} exactly")
+        return ids
+
+    root_host = ControllerHost(tok, tokenize_bytes, variables, 0, tokens=list(prompt_ids))
+    seqs: list[_Seq] = []
+    log_seen: dict[int, int] = {}
+    next_id = 1
+
+    def emit(seq: _Seq, kind: str, data: str) -> None:
+        if on_event is not None:
+            on_event(seq.seq_id, kind, data)
+
+    def flush_log(seq: _Seq) -> None:
+        text = seq.host.log.getvalue()
+        start = log_seen.get(seq.seq_id, 0)
+        if len(text) > start:
+            log_seen[seq.seq_id] = len(text)
+            emit(seq, "log", text[start:])
+
+    def end(seq: _Seq, reason: str, error: str | None = None) -> None:
+        if seq.done is None:
+            seq.done = reason
+            seq.error = error
+            if error:
+                seq.host.log.write(f"\n[logitgate] sequence {seq.seq_id} ended: {error}\n")
+            flush_log(seq)
+            emit(seq, "end", reason)
+
+    def call(seq: _Seq, what: str, fn: Callable[[], object]) -> object | None:
+        """Run one controller call; on an exception or an overrun, end the sequence and return None."""
+        t = time.perf_counter()
+        try:
+            out = fn()
+        except Exception as exc:  # the controller's own error ends only its sequence
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            seq.host.log.write(tb)
+            end(seq, "error", f"{what} raised {type(exc).__name__}: {exc}")
+            return None
+        dt = time.perf_counter() - t
+        limit = getattr(limits, what)
+        if dt > limit:
+            end(seq, "error", f"{what} took {dt * 1e3:.0f} ms, over its limit of {limit * 1e3:.0f} ms")
+            return None
+        return out
+
+    try:
+        root = controller_factory(root_host)
+    except Exception as exc:
+        raise ControllerError(f"the controller could not be created: {type(exc).__name__}: {exc}") from exc
+    first = _Seq(0, root, root_host, len(prompt_ids))
+    seqs.append(first)
+    call(first, "init_prompt", lambda: root.init_prompt(list(prompt_ids)))
+    flush_log(first)
+    steps = 0
+    idle_rounds = 0
+    while True:
+        live = [s for s in seqs if s.done is None]
+        if not live:
+            break
+        steps += 1
+        # pre_process: stop, suspend, fork
+        for seq in live:
+            seq.suspended = False
+            r = call(seq, "pre_process", seq.controller.pre_process)
+            if seq.done is not None:
+                continue
+            if isinstance(r, Stop):
+                end(seq, "stop")
+            elif isinstance(r, Suspend):
+                seq.suspended = True
+            elif isinstance(r, Fork):
+                n_live = sum(1 for s in seqs if s.done is None)
+                if n_live + r.num_forks - 1 > limits.max_sequences:
+                    end(seq, "error", f"fork({r.num_forks}) would exceed {limits.max_sequences} live sequences")
+                    continue
+                group = [seq.seq_id]
+                for _ in range(r.num_forks - 1):
+                    host = seq.host.clone_for(next_id)
+                    clone = call(seq, "fork", lambda h=host: seq.controller.fork(h))
+                    if clone is None:
+                        break
+                    twin = _Seq(next_id, clone, host, seq.prompt_len)  # type: ignore[arg-type]
+                    seqs.append(twin)
+                    group.append(next_id)
+                    next_id += 1
+                if seq.done is not None:
+                    continue
+                for s in seqs:
+                    if s.seq_id in group:
+                        s.fork_group = list(group)
+                emit(seq, "fork", ",".join(map(str, group[1:])))
+            elif isinstance(r, Continue):
+                if not seq.fork_group:
+                    seq.fork_group = [seq.seq_id]
+            else:
+                end(seq, "error", f"pre_process returned {r!r}, not Continue/Stop/Suspend/Fork")
+        live = [s for s in seqs if s.done is None and not s.suspended]
+        if not live:
+            idle_rounds += 1
+            if idle_rounds > limits.max_suspended_rounds:
+                for s in seqs:
+                    end(s, "error", "deadlock: every sequence waits (Suspend) for something no sequence will do")
+            continue
+        idle_rounds = 0
+        # mid_process, sampling or splicing, post_process
+        for seq in live:
+            if seq.done is not None:
+                continue
+            r = call(seq, "mid_process", lambda s=seq: s.controller.mid_process(list(s.fork_group or [s.seq_id])))
+            if seq.done is not None:
+                continue
+            host = seq.host
+            backtrack = 0
+            if isinstance(r, Stop):
+                end(seq, "stop")
+                continue
+            if isinstance(r, SampleWithBias):
+                logits = cache.logits(host.tokens)
+                if r.bitmask is not None:
+                    bm = np.asarray(r.bitmask)
+                    if bm.dtype != np.int32 or bm.ndim != 1 or bm.shape[0] * 32 < tok.n_tokens:
+                        end(seq, "error", f"mid_process returned a bitmask of {bm.dtype} {bm.shape}, "
+                                          f"not int32 words covering {tok.n_tokens} tokens")
+                        continue
+                    apply_token_bitmask_inplace(logits, bm)
+                if not np.isfinite(logits).any():
+                    end(seq, "error", "the bitmask allows no token")
+                    continue
+                new = [sample_token(logits, rng, temperature)]
+            elif isinstance(r, Splice):
+                backtrack = r.backtrack
+                generated = len(host.tokens) - seq.prompt_len
+                if backtrack > generated:
+                    end(seq, "error", f"Splice backtracks {backtrack} tokens but only {generated} were generated")
+                    continue
+                new = [int(t) for t in r.ff_tokens]
+                if any(not 0 <= t < tok.vocab_size for t in new):
+                    end(seq, "error", f"Splice has token ids outside the vocabulary: {new}")
+                    continue
+            else:
+                end(seq, "error", f"mid_process returned {r!r}, not SampleWithBias/Splice/Stop")
+                continue
+            if backtrack:
+                del host.tokens[len(host.tokens) - backtrack:]
+            host.tokens.extend(new)
+            if new:
+                emit(seq, "text", tok.decode_bytes([t for t in new if t not in tok.special_ids]).decode(
+                    "utf-8", errors="replace"))
+            post = call(seq, "post_process", lambda s=seq, n=new, b=backtrack: s.controller.post_process(n, b))
+            flush_log(seq)
+            if seq.done is not None:
+                continue
+            if isinstance(post, Stop):
+                end(seq, "stop")
+            elif not isinstance(post, Continue):
+                end(seq, "error", f"post_process returned {post!r}, not Continue/Stop")
+            elif len(host.tokens) - seq.prompt_len >= max_tokens:
+                end(seq, "length")
+    results = []
+    for s in seqs:
+        out = s.host.tokens[s.prompt_len:]
+        text_ids = [t for t in out if t not in tok.special_ids]
+        results.append(SequenceResult(s.seq_id, out, tok.decode_bytes(text_ids).decode("utf-8", errors="replace"),
+                                      s.host.log.getvalue(), s.done or "stop", s.error))
+    return RunResult(results, variables.snapshot(), steps, time.perf_counter() - t_start)
