@@ -220,3 +220,30 @@ def test_events_stream_text_logs_and_ends(tok_spm):
     kinds = {(i, k) for i, k, _ in events}
     assert (0, "text") in kinds and (0, "log") in kinds and (0, "fork") in kinds and (1, "end") in kinds
     assert "".join(d for i, k, d in events if i == 0 and k == "text") == "Hi!"
+
+
+def test_forks_splices_and_backtracks_on_the_embedded_model():
+    pytest.importorskip("llama_cpp")
+    from logitgate.integrations.llama_cpp import LlamaCppModel
+    from logitgate.integrations.models import ModelError, embedded_model_path
+
+    try:
+        model = LlamaCppModel.from_path(embedded_model_path())
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    steps = [("text", "Two colours:"), ("fork", 2), ("mark",),
+             ("regex", r" (red|green|blue|yellow)", 4), ("store", "c"),
+             ("back_to_mark", " my favourite is"), ("regex", r" [a-z]{2,8}\.", 6), ("store", "fav")]
+    res = run_controller(lambda h: Steps(h, steps), model, [{"role": "user", "content": "Name colours."}])
+    assert len(res.sequences) == 2
+    import re
+
+    for seq in res.sequences:
+        assert seq.error is None, seq.log
+        branch = str(seq.seq_id)
+        colour = res.variables["c" + branch].decode()
+        assert re.fullmatch(r" (red|green|blue|yellow)", colour)
+        assert re.fullmatch(r" my favourite is [a-z]{2,8}\.", res.variables["fav" + branch].decode())
+        # the backtrack removed the first answer from the sequence
+        assert seq.text == "Two colours:" + res.variables["fav" + branch].decode()
+        assert colour not in seq.text.replace(res.variables["fav" + branch].decode(), "")

@@ -4,6 +4,7 @@
     logitgate generate --schema person.json --prompt "A person as JSON"
     logitgate check --schema person.json        # what compiles, what is unsupported, and where
     logitgate bench json --plot                 # the side-by-side benchmarks (source checkout)
+    logitgate run script.py                     # a controller script (AICI pyctrl style)
 """
 from __future__ import annotations
 
@@ -223,6 +224,44 @@ def _bench(args: argparse.Namespace) -> int:
     return rc
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Run a controller script (AICI pyctrl style) on a model; exit 1 if any sequence failed."""
+    from .controllers import run_controller, scripting
+    from .integrations.models import load_model
+    from .progress import progress
+
+    path = Path(args.script)
+    if not path.is_file():
+        raise SystemExit(f"logitgate run: no script {path}")
+    scripting.CHECKS = args.checks
+    factory = scripting.load_script(path)
+    with progress("loading the model") as say:
+        model = load_model(args.model, runtime=args.runtime, progress=say)
+
+    def on_event(seq_id: int, kind: str, data: str) -> None:
+        if kind == "log":
+            for line in data.rstrip("\n").splitlines():
+                print(f"[{seq_id}] {line}", file=sys.stderr, flush=True)
+        elif kind == "fork":
+            print(f"[{seq_id}] forked: {data}", file=sys.stderr, flush=True)
+        elif kind == "text" and args.stream:
+            print(f"[{seq_id}] + {data!r}", file=sys.stderr, flush=True)
+
+    prompt: Any = args.prompt if args.raw else ([{"role": "user", "content": args.prompt}] if args.prompt else "")
+    res = run_controller(factory, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
+                         seed=args.seed, on_event=on_event)
+    failed = False
+    for seq in res.sequences:
+        print(f"== sequence {seq.seq_id} ({seq.stop_reason}{': ' + seq.error if seq.error else ''})")
+        print(seq.text)
+        failed |= seq.error is not None
+    if res.variables:
+        print("== variables")
+        for name, value in sorted(res.variables.items()):
+            print(f"{name} = {value.decode('utf-8', errors='replace')!r}")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="logitgate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -248,6 +287,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     chk.add_argument("--tokenizer", default=None,
                      help="also compile for a tokenizer: spm, tekken, embedded, a .gguf file or a tokenizer.json")
 
+    run = sub.add_parser("run", help="run a controller script (AICI pyctrl style: import pyaici.server as aici)")
+    run.add_argument("script", help="the script file; it calls aici.start(main()) or aici.test(main())")
+    _add_model_flags(run)
+    run.add_argument("--prompt", default="", help="the user message (default: none; the script forces its text)")
+    run.add_argument("--raw", action="store_true", help="send --prompt as is, without the chat template")
+    run.add_argument("--checks", choices=["assert", "report"], default="assert",
+                     help="aici.check_vars: fail the sequence (assert) or only log the mismatch (report)")
+    run.add_argument("--stream", action="store_true", help="also print each sequence's text as it grows (stderr)")
+
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
     bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model"], default="all")
     bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
@@ -266,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "run":
+        return _run(args)
     return 2  # pragma: no cover
 
 

@@ -248,6 +248,9 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 end(seq, "stop")
                 continue
             if isinstance(r, SampleWithBias):
+                if not host.tokens:
+                    end(seq, "error", "cannot sample after an empty sequence: give a prompt or force text first")
+                    continue
                 logits = cache.logits(host.tokens)
                 if r.bitmask is not None:
                     bm = np.asarray(r.bitmask)
