@@ -140,3 +140,34 @@ def test_the_readme_demo_runs_on_the_embedded_model(capsys):
     out = capsys.readouterr().out
     assert out.count("   valid") == 3 and "INVALID" not in out
     assert out.count("tokens/s") == 3 and "masks" in out
+
+
+def test_cli_runs_pyctrl_samples_on_the_embedded_model(capsys, tmp_path):
+    from logitgate.cli import main
+
+    from .conftest import SHARED_DATA
+
+    samples = SHARED_DATA / "aici" / "pyctrl-samples"
+    if not samples.is_dir():
+        pytest.skip("the AICI samples are not in ../shared/data")
+    assert main(["run", str(samples / "yesno.py"), "--runtime", "llama-cpp", "--prompt", "Is water wet?"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"== sequence 0 \(stop\)\n\n(Yes|No)\n", out), out
+    forks = tmp_path / "forks.py"
+    forks.write_text(
+        "import pyaici.server as aici\n\nasync def main():\n    await aici.FixedTokens('Colours:')\n"
+        "    i = await aici.fork(3)\n    await aici.gen_text(regex=r' (red|green|blue)', store_var=f'c{i}')\n"
+        "    if i == 0:\n        a, b = await aici.wait_vars('c1', 'c2')\n"
+        "        await aici.FixedTokens(' and' + a.decode() + ' and' + b.decode())\n\naici.start(main())\n")
+    assert main(["run", str(forks), "--runtime", "llama-cpp", "--max-tokens", "30"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("== sequence") == 3
+    values = dict(re.findall(r"(c[012]) = '([^']*)'", out))
+    assert set(values) == {"c0", "c1", "c2"} and all(re.fullmatch(" (red|green|blue)", v) for v in values.values())
+    assert f"Colours:{values['c0']} and{values['c1']} and{values['c2']}" in out
+    bad = tmp_path / "bad.py"
+    bad.write_text("import pyaici.server as aici\n\nasync def main():\n    await aici.FixedTokens('x')\n"
+                   "    raise ValueError('boom')\n\naici.start(main())\n")
+    assert main(["run", str(bad), "--runtime", "llama-cpp"]) == 1
+    captured = capsys.readouterr()
+    assert "ValueError: boom" in captured.out + captured.err

@@ -17,17 +17,19 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..bitmask import apply_token_bitmask_inplace
-from ..integrations.generation import sample_token
-from ..integrations.models import Model
+from ..sampling import sample_token
 from .protocol import (
     Continue, Controller, ControllerError, ControllerHost, Fork, SampleWithBias, Splice, Stop, Suspend,
     VariableStore,
 )
+
+if TYPE_CHECKING:  # a duck-typed model: logitgate.integrations.models.Model
+    from ..integrations.models import Model
 
 __all__ = ["Limits", "SequenceResult", "RunResult", "run_controller"]
 

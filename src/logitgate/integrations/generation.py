@@ -21,6 +21,7 @@ from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from ..compiler import CompiledGrammar, compile
 from ..grammar import Grammar
 from ..matcher import Matcher
+from ..sampling import sample_token
 from .models import Model
 
 __all__ = ["GenerationResult", "generate", "sample_token"]
@@ -60,24 +61,6 @@ class GenerationResult:
     def mask_share(self) -> float:
         """The share of decoding time spent waiting for masks."""
         return self.mask_s / self.decode_s if self.decode_s > 0 else 0.0
-
-
-def sample_token(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 0.0,
-                 top_p: float = 1.0) -> int:
-    """Greedy (``temperature == 0``) or temperature/top-p sampling over (masked) logits."""
-    if temperature <= 0 or rng is None:
-        return int(np.argmax(logits))
-    x = logits.astype(np.float64) / temperature
-    x -= x.max()
-    p = np.exp(x)
-    p /= p.sum()
-    if top_p < 1.0:
-        order = np.argsort(-p)
-        keep = np.cumsum(p[order]) - p[order] < top_p
-        q = np.zeros_like(p)
-        q[order[keep]] = p[order[keep]]
-        p = q / q.sum()
-    return int(rng.choice(len(p), p=p))
 
 
 def _prompt_ids(model: Model, prompt: Prompt) -> list[int]:

@@ -1,0 +1,24 @@
+"""Choosing the next token from (masked) logits: greedy, or temperature and top-p sampling."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["sample_token"]
+
+
+def sample_token(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 0.0,
+                 top_p: float = 1.0) -> int:
+    """Greedy (``temperature == 0``) or temperature/top-p sampling over (masked) logits."""
+    if temperature <= 0 or rng is None:
+        return int(np.argmax(logits))
+    x = logits.astype(np.float64) / temperature
+    x -= x.max()
+    p = np.exp(x)
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.argsort(-p)
+        keep = np.cumsum(p[order]) - p[order] < top_p
+        q = np.zeros_like(p)
+        q[order[keep]] = p[order[keep]]
+        p = q / q.sum()
+    return int(rng.choice(len(p), p=p))
