@@ -153,6 +153,11 @@ def test_cli_runs_pyctrl_samples_on_the_embedded_model(capsys, tmp_path):
     assert main(["run", str(samples / "yesno.py"), "--runtime", "llama-cpp", "--prompt", "Is water wet?"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"== sequence 0 \(stop\)\n\n(Yes|No)\n", out), out
+    # 10 forks of 200 tokens each, run as one batch per step on llama.cpp
+    assert main(["run", str(samples / "forkbomb.py"), "--runtime", "llama-cpp", "--checks", "report",
+                 "--max-tokens", "400"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("== sequence") == 10 and all(f"foo{i} = " in out for i in range(10))
     forks = tmp_path / "forks.py"
     forks.write_text(
         "import pyaici.server as aici\n\nasync def main():\n    await aici.FixedTokens('Colours:')\n"

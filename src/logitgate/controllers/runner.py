@@ -6,9 +6,10 @@ bitmask to sample the next token under, or a splice), appends the tokens, and ca
 ``post_process``. Forked sequences run side by side; they share the request's variables. As in
 AICI, a sampled EOS does not end a sequence by itself: its controller decides (``Stop``).
 
-Each sequence keeps its own token list; the model's single KV cache is moved between sequences
-by keeping the common prefix and re-running the rest (``Model.truncate``/``forward``), which is
-exact for any ``Model``. A controller that raises, breaks the protocol or overruns its time limit
+Each sequence keeps its own token list. A model that runs many sequences (``model.sequences(n)``,
+as ``LlamaCppModel`` does) gives each its own cache slot: a fork shares its parent's cache and one
+decode call runs the new tokens of every sequence that samples. Any other ``Model`` has one KV
+cache, moved between sequences by keeping the common prefix and re-running the rest. A controller that raises, breaks the protocol or overruns its time limit
 ends only its own sequence, with the cause in its log; the others go on. Time limits are checked
 when a call returns (a call that never returns is not interrupted in-process).
 """
@@ -84,9 +85,9 @@ class _Seq:
 
 
 class _ModelCache:
-    """Moves the model's KV cache between sequences: keep the common prefix, run the rest."""
+    """Moves the model's single KV cache between sequences: keep the common prefix, run the rest."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: "Model") -> None:
         self.model = model
         self.tokens: list[int] = []
         model.reset()
@@ -102,6 +103,64 @@ class _ModelCache:
         out = self.model.forward(list(tokens[k:]))
         self.tokens.extend(tokens[k:])
         return out
+
+    def logits_many(self, requests: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]:
+        return [self.logits(tokens) for _, tokens in requests]
+
+    def fork(self, parent: int, child: int) -> None:
+        pass
+
+    def release(self, seq_id: int) -> None:
+        pass
+
+
+class _BatchedCache:
+    """Every sequence in its own slot of a multi-sequence model (``model.sequences(n)``, e.g.
+    ``LlamaCppSequences``): a fork shares its parent's cache, and one decode runs every sequence's
+    new tokens."""
+
+    def __init__(self, seqs: object, n_slots: int) -> None:
+        self.seqs = seqs
+        self.free = list(range(n_slots - 1, -1, -1))
+        self.slot: dict[int, int] = {}
+        self.tokens: dict[int, list[int]] = {}
+
+    def _slot(self, seq_id: int) -> int:
+        if seq_id not in self.slot:
+            if not self.free:
+                raise ControllerError("no free sequence slot in the model's context")
+            self.slot[seq_id] = self.free.pop()
+            self.tokens[seq_id] = []
+            self.seqs.truncate(self.slot[seq_id], 0)  # type: ignore[attr-defined]
+        return self.slot[seq_id]
+
+    def fork(self, parent: int, child: int) -> None:
+        if parent in self.slot:
+            dst = self._slot(child)
+            self.seqs.copy(self.slot[parent], dst, len(self.tokens[parent]))  # type: ignore[attr-defined]
+            self.tokens[child] = list(self.tokens[parent])
+
+    def release(self, seq_id: int) -> None:
+        slot = self.slot.pop(seq_id, None)
+        if slot is not None:
+            self.seqs.truncate(slot, 0)  # type: ignore[attr-defined]
+            self.free.append(slot)
+            del self.tokens[seq_id]
+
+    def logits_many(self, requests: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]:
+        items = []
+        for seq_id, tokens in requests:
+            slot = self._slot(seq_id)
+            have = self.tokens[seq_id]
+            k = 0
+            limit = min(len(have), len(tokens) - 1)
+            while k < limit and have[k] == tokens[k]:
+                k += 1
+            if k < len(have):
+                self.seqs.truncate(slot, k)  # type: ignore[attr-defined]
+            items.append((slot, k, list(tokens[k:])))
+            self.tokens[seq_id] = list(tokens)
+        return self.seqs.decode(items) if items else []  # type: ignore[attr-defined]
 
 
 def _prompt_ids(model: Model, prompt: str | Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
@@ -128,7 +187,10 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     rng = np.random.default_rng(seed) if temperature > 0 else None
     variables = VariableStore()
     prompt_ids = _prompt_ids(model, prompt)
-    cache = _ModelCache(model)
+    sequences = getattr(model, "sequences", None)
+    cache: _ModelCache | _BatchedCache = (
+        _BatchedCache(sequences(limits.max_sequences), limits.max_sequences) if callable(sequences)
+        else _ModelCache(model))
 
     def tokenize_bytes(data: bytes) -> list[int]:
         ids = model.encode_bytes(bytes(data))
@@ -215,6 +277,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                     if clone is None:
                         break
                     twin = _Seq(next_id, clone, host, seq.prompt_len)  # type: ignore[arg-type]
+                    cache.fork(seq.seq_id, next_id)
                     seqs.append(twin)
                     group.append(next_id)
                     next_id += 1
@@ -237,35 +300,47 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                     end(s, "error", "deadlock: every sequence waits (Suspend) for something no sequence will do")
             continue
         idle_rounds = 0
-        # mid_process, sampling or splicing, post_process
+        # mid_process for every sequence, then the logits of all that sample (one batch where the
+        # model runs many sequences), then the tokens and post_process
+        steps_of: list[tuple[_Seq, object]] = []
         for seq in live:
             if seq.done is not None:
                 continue
             r = call(seq, "mid_process", lambda s=seq: s.controller.mid_process(list(s.fork_group or [s.seq_id])))
             if seq.done is not None:
                 continue
-            host = seq.host
-            backtrack = 0
             if isinstance(r, Stop):
                 end(seq, "stop")
+            elif isinstance(r, SampleWithBias) and not seq.host.tokens:
+                end(seq, "error", "cannot sample after an empty sequence: give a prompt or force text first")
+            elif isinstance(r, (SampleWithBias, Splice)):
+                steps_of.append((seq, r))
+            else:
+                end(seq, "error", f"mid_process returned {r!r}, not SampleWithBias/Splice/Stop")
+        sampling = [(seq, r) for seq, r in steps_of if isinstance(r, SampleWithBias)]
+        all_logits = cache.logits_many([(seq.seq_id, seq.host.tokens) for seq, _ in sampling])
+        sampled = {}
+        for (seq, r), logits in zip(sampling, all_logits):
+            if r.bitmask is not None:  # type: ignore[union-attr]
+                bm = np.asarray(r.bitmask)  # type: ignore[union-attr]
+                if bm.dtype != np.int32 or bm.ndim != 1 or bm.shape[0] * 32 < tok.n_tokens:
+                    end(seq, "error", f"mid_process returned a bitmask of {bm.dtype} {bm.shape}, "
+                                      f"not int32 words covering {tok.n_tokens} tokens")
+                    continue
+                apply_token_bitmask_inplace(logits, bm)
+            if not np.isfinite(logits).any():
+                end(seq, "error", "the bitmask allows no token")
                 continue
+            sampled[seq.seq_id] = sample_token(logits, rng, temperature)
+        for seq, r in steps_of:
+            if seq.done is not None:
+                continue
+            host = seq.host
+            backtrack = 0
             if isinstance(r, SampleWithBias):
-                if not host.tokens:
-                    end(seq, "error", "cannot sample after an empty sequence: give a prompt or force text first")
-                    continue
-                logits = cache.logits(host.tokens)
-                if r.bitmask is not None:
-                    bm = np.asarray(r.bitmask)
-                    if bm.dtype != np.int32 or bm.ndim != 1 or bm.shape[0] * 32 < tok.n_tokens:
-                        end(seq, "error", f"mid_process returned a bitmask of {bm.dtype} {bm.shape}, "
-                                          f"not int32 words covering {tok.n_tokens} tokens")
-                        continue
-                    apply_token_bitmask_inplace(logits, bm)
-                if not np.isfinite(logits).any():
-                    end(seq, "error", "the bitmask allows no token")
-                    continue
-                new = [sample_token(logits, rng, temperature)]
-            elif isinstance(r, Splice):
+                new = [sampled[seq.seq_id]]
+            else:
+                assert isinstance(r, Splice)
                 backtrack = r.backtrack
                 generated = len(host.tokens) - seq.prompt_len
                 if backtrack > generated:
@@ -275,9 +350,6 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 if any(not 0 <= t < tok.vocab_size for t in new):
                     end(seq, "error", f"Splice has token ids outside the vocabulary: {new}")
                     continue
-            else:
-                end(seq, "error", f"mid_process returned {r!r}, not SampleWithBias/Splice/Stop")
-                continue
             if backtrack:
                 del host.tokens[len(host.tokens) - backtrack:]
             host.tokens.extend(new)
@@ -294,6 +366,9 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 end(seq, "error", f"post_process returned {post!r}, not Continue/Stop")
             elif len(host.tokens) - seq.prompt_len >= max_tokens:
                 end(seq, "length")
+        for seq in seqs:
+            if seq.done is not None:
+                cache.release(seq.seq_id)
     results = []
     for s in seqs:
         out = s.host.tokens[s.prompt_len:]

@@ -116,6 +116,7 @@ class LlamaCppModel:
         self.tokenizer = tokenizer_for(llm)
         self.default_system = default_system
         self._n_vocab = int(llm.n_vocab())
+        self._sequences: LlamaCppSequences | None = None
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str], *, n_threads: int | None = None, n_ctx: int = 4096) -> "LlamaCppModel":
@@ -153,7 +154,99 @@ class LlamaCppModel:
         ptr = self._llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).astype(np.float32, copy=True)
 
+    def sequences(self, n_seq_max: int = 64) -> "LlamaCppSequences":
+        """A context running up to ``n_seq_max`` sequences of this model in one batch (the controller
+        runner's forks); created once and kept."""
+        if self._sequences is None or self._sequences.n_seq_max < n_seq_max:
+            self._sequences = LlamaCppSequences(self.llm, n_seq_max=n_seq_max)
+        return self._sequences
+
     def truncate(self, n_past: int) -> None:
         if not 0 <= n_past <= self.llm.n_tokens:
             raise ValueError(f"cannot truncate to {n_past} tokens: {self.llm.n_tokens} in the cache")
         self.llm.n_tokens = n_past  # eval() drops the KV cells from n_tokens on before decoding
+
+
+class LlamaCppSequences:
+    """Many sequences of one model in one llama.cpp context with a unified KV cache: a fork copies
+    its parent's cache cells (no recomputation), and one ``decode`` call runs the new tokens of
+    every sequence together. Built on llama.cpp's C API as llama-cpp-python exposes it."""
+
+    def __init__(self, llm: Any, *, n_ctx: int = 8192, n_seq_max: int = 64, n_batch: int = 512) -> None:
+        lc = require("llama_cpp", "llama-cpp")
+        self._lc = lc
+        # the single-sequence context's settings (threads, attention, cache types), for equal logits
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True
+        self.ctx = lc.llama_init_from_model(llm.model, params)
+        if not self.ctx:
+            raise RuntimeError(f"llama.cpp could not create a context for {n_seq_max} sequences of {n_ctx} tokens")
+        self.mem = lc.llama_get_memory(self.ctx)
+        self.n_seq_max = n_seq_max
+        self.n_batch = n_batch
+        self.n_vocab = int(llm.n_vocab())
+        self._batch = lc.llama_batch_init(n_batch, 0, 1)
+
+    def close(self) -> None:
+        if self.ctx:
+            self._lc.llama_batch_free(self._batch)
+            self._lc.llama_free(self.ctx)
+            self.ctx = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def copy(self, src: int, dst: int, n: int) -> None:
+        """Sequence ``dst`` becomes the first ``n`` tokens of ``src`` (shared cells, no copy of data)."""
+        self._lc.llama_memory_seq_rm(self.mem, dst, 0, -1)
+        if n:
+            self._lc.llama_memory_seq_cp(self.mem, src, dst, 0, n)
+
+    def truncate(self, seq: int, n: int) -> None:
+        """Keep the first ``n`` tokens of sequence ``seq``."""
+        self._lc.llama_memory_seq_rm(self.mem, seq, n, -1)
+
+    def decode(self, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
+        """``items``: ``(seq, position of the first token, tokens)``; returns the logits after the
+        last token of each item. Items are packed into batches of at most ``n_batch`` tokens."""
+        lc, b = self._lc, self._batch
+        out: list[np.ndarray | None] = [None] * len(items)
+        pending: list[tuple[int, int, int, list[int]]] = [(k, s, p, list(t)) for k, (s, p, t) in enumerate(items)]
+        while pending:
+            b.n_tokens = 0
+            rows: list[tuple[int, int]] = []  # (item, batch row of its last token)
+            rest: list[tuple[int, int, int, list[int]]] = []
+            for k, seq, pos, toks in pending:
+                room = self.n_batch - b.n_tokens
+                if room <= 0:
+                    rest.append((k, seq, pos, toks))
+                    continue
+                take, left = toks[:room], toks[room:]
+                for i, t in enumerate(take):
+                    j = b.n_tokens + i
+                    b.token[j] = t
+                    b.pos[j] = pos + i
+                    b.n_seq_id[j] = 1
+                    b.seq_id[j][0] = seq
+                    b.logits[j] = 0
+                b.n_tokens += len(take)
+                if left:
+                    rest.append((k, seq, pos + len(take), left))
+                else:
+                    b.logits[b.n_tokens - 1] = 1
+                    rows.append((k, b.n_tokens - 1))
+            rc = lc.llama_decode(self.ctx, b)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode failed ({rc}): the context of the sequences is full?")
+            for k, row in rows:
+                ptr = lc.llama_get_logits_ith(self.ctx, row)
+                out[k] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float32, copy=True)
+            pending = rest
+        return out  # type: ignore[return-value]
