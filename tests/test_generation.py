@@ -175,3 +175,9 @@ def test_constraint_for_another_tokenizer_is_refused(tok_spm, tok_tekken):
     compiled = logitgate.compile(logitgate.Grammar.from_regex("a+"), tok_tekken)
     with pytest.raises(ValueError, match="different tokenizer"):
         generate(ScriptedModel(tok_spm, b"aa"), "x", compiled)
+
+
+def test_sampling_with_nothing_allowed_returns_a_token_whose_logit_says_so():
+    logits = np.full(8, -np.inf, dtype=np.float32)
+    t = sample_token(logits, np.random.default_rng(0), temperature=0.7)
+    assert 0 <= t < 8 and not np.isfinite(logits[t])

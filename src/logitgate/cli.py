@@ -210,14 +210,14 @@ def _bench(args: argparse.Namespace) -> int:
     root = Path(__file__).resolve().parents[2]
     bench = Path(args.bench_dir) if args.bench_dir else root / "bench"
     scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py",
-               "model": "bench_model.py"}
+               "model": "bench_model.py", "controllers": "bench_controllers.py"}
     if not (bench / scripts["regex"]).is_file():
         raise SystemExit(f"logitgate bench runs the benchmarks of a source checkout; no bench/ folder at {bench} "
                          "(clone the repository, or pass --bench-dir)")
     which = [args.which] if args.which != "all" else ["regex", "grammar", "json"]
     rc = 0
     for name in which:
-        cmd = [sys.executable, str(bench / scripts[name]), *(["--plot"] if args.plot and name != "model" else []),
+        cmd = [sys.executable, str(bench / scripts[name]), *(["--plot"] if args.plot and name in ("regex", "grammar", "json") else []),
                *args.rest]
         print("+", " ".join(cmd), flush=True)
         rc |= subprocess.call(cmd, cwd=bench.parent)
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--stream", action="store_true", help="also print each sequence's text as it grows (stderr)")
 
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
-    bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model"], default="all")
+    bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model", "controllers"], default="all")
     bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
     bench.add_argument("--bench-dir", default=None, help="the bench/ folder (default: the source checkout's)")
     bench.epilog = "Other options are passed on to the benchmark script (see bench/*.py --help)."

@@ -11,6 +11,9 @@ def sample_token(logits: np.ndarray, rng: np.random.Generator | None, temperatur
     """Greedy (``temperature == 0``) or temperature/top-p sampling over (masked) logits."""
     if temperature <= 0 or rng is None:
         return int(np.argmax(logits))
+    top = float(np.max(logits))
+    if not np.isfinite(top):  # nothing allowed (or NaN): the caller sees logits[token] is not finite
+        return int(np.argmax(logits))
     x = logits.astype(np.float64) / temperature
     x -= x.max()
     p = np.exp(x)

@@ -328,10 +328,11 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                                       f"not int32 words covering {tok.n_tokens} tokens")
                     continue
                 apply_token_bitmask_inplace(logits, bm)
-            if not np.isfinite(logits).any():
+            token = sample_token(logits, rng, temperature)
+            if not np.isfinite(logits[token]):  # the best logit is -inf: nothing is allowed
                 end(seq, "error", "the bitmask allows no token")
                 continue
-            sampled[seq.seq_id] = sample_token(logits, rng, temperature)
+            sampled[seq.seq_id] = token
         for seq, r in steps_of:
             if seq.done is not None:
                 continue

@@ -971,7 +971,7 @@ class ConstrainedToken(NextToken):
         self._constraint.allow_tokens(bias)
         if _log_level() >= 2:
             print("ALLOW:", bias)
-        if bias.num_set() == 0:
+        if not bias.bitmask.any():  # num_set() == 0, without counting
             if _log_level() >= 1:
                 print("Constraint doesn't allow any tokens; adding EOS")
             bias[eos_token()] = True
