@@ -187,7 +187,7 @@ def test_limits_end_a_slow_controller_and_cap_forks(tok_spm):
     res = run(tok_spm, b"", [("sleep", 0.05), ("text", "x")], limits=Limits(pre_process=0.01))
     assert res.sequences[0].stop_reason == "error" and "over its limit" in res.sequences[0].error
     res = run(tok_spm, b"", [("fork", 5), ("text", "x")], limits=Limits(max_sequences=3))
-    assert len(res.sequences) == 1 and "exceed 3 live sequences" in res.sequences[0].error
+    assert len(res.sequences) == 1 and "exceed 3 sequences" in res.sequences[0].error
 
 
 def test_protocol_errors_are_reported(tok_spm):

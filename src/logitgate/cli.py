@@ -248,8 +248,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"[{seq_id}] + {data!r}", file=sys.stderr, flush=True)
 
     prompt: Any = args.prompt if args.raw else ([{"role": "user", "content": args.prompt}] if args.prompt else "")
-    res = run_controller(factory, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
-                         seed=args.seed, on_event=on_event)
+    if args.in_process or os.name != "posix":
+        res = run_controller(factory, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
+                             seed=args.seed, on_event=on_event)
+    else:  # each sequence's controller in its own worker process, with hard time limits
+        from .controllers.process import ProcessControllers
+
+        with ProcessControllers(factory) as remote:
+            res = run_controller(remote, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
+                                 seed=args.seed, on_event=on_event)
     failed = False
     for seq in res.sequences:
         print(f"== sequence {seq.seq_id} ({seq.stop_reason}{': ' + seq.error if seq.error else ''})")
@@ -295,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--checks", choices=["assert", "report"], default="assert",
                      help="aici.check_vars: fail the sequence (assert) or only log the mismatch (report)")
     run.add_argument("--stream", action="store_true", help="also print each sequence's text as it grows (stderr)")
+    run.add_argument("--in-process", action="store_true",
+                     help="run the controllers in this process (default: one worker process per sequence)")
 
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
     bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model", "controllers"], default="all")

@@ -168,3 +168,6 @@ class Controller(ABC):
     @abstractmethod
     def fork(self, host: ControllerHost) -> "Controller":
         """An independent copy of this controller, for a new sequence with ``host``."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Called once when the sequence ends, whatever the reason (release resources here)."""

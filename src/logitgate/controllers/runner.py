@@ -47,7 +47,8 @@ class Limits:
     fork: float = 10.0
     """Cloning a controller (a script replays its history to get there)."""
     max_sequences: int = 64
-    """Forks past this many live sequences end the forking sequence with an error."""
+    """Sequences one request may create in all (ended ones included); a fork past it ends the
+    forking sequence with an error."""
     max_suspended_rounds: int = 64
     """Rounds in which every live sequence is suspended before they are all stopped (a deadlock)."""
 
@@ -218,6 +219,10 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         if seq.done is None:
             seq.done = reason
             seq.error = error
+            try:
+                seq.controller.close()
+            except Exception as exc:  # a failing close must not stop the others
+                seq.host.log.write(f"\n[logitgate] close() raised {type(exc).__name__}: {exc}\n")
             if error:
                 seq.host.log.write(f"\n[logitgate] sequence {seq.seq_id} ended: {error}\n")
             flush_log(seq)
@@ -266,9 +271,9 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
             elif isinstance(r, Suspend):
                 seq.suspended = True
             elif isinstance(r, Fork):
-                n_live = sum(1 for s in seqs if s.done is None)
-                if n_live + r.num_forks - 1 > limits.max_sequences:
-                    end(seq, "error", f"fork({r.num_forks}) would exceed {limits.max_sequences} live sequences")
+                if len(seqs) + r.num_forks - 1 > limits.max_sequences:  # ended ones count: no churning
+                    end(seq, "error", f"fork({r.num_forks}) would exceed {limits.max_sequences} sequences "
+                                      "for this request")
                     continue
                 group = [seq.seq_id]
                 for _ in range(r.num_forks - 1):

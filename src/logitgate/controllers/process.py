@@ -1,0 +1,667 @@
+"""Controllers in worker processes: the out-of-process runtime (AICI's runtime beside the engine).
+
+POSIX only (it needs ``os.fork``; Linux for the subreaper that collects the exit status of forked
+sequences). ``ProcessControllers(factory, limits)`` wraps a controller factory (for instance
+``scripting.load_script(path)``) so that every sequence's controller runs in its own worker
+process; it is itself a factory for ``run_controller``, unchanged::
+
+    with ProcessControllers(scripting.load_script("prog.py"), limits) as remote:
+        result = run_controller(remote, model, prompt, limits=limits)
+
+Design:
+
+* **Start.** The root worker is ``os.fork()``-ed from this process, so the factory, the tokenizer
+  and the script are inherited, never pickled. It builds its controller with a host whose
+  ``tokenize_bytes`` is the parent's function (inherited), whose ``variables`` is a proxy (``get``,
+  ``set``, ``append`` are requests that this process answers while it waits for the worker's
+  reply) and whose ``log`` is captured in the worker and shipped back with each reply (the proxy
+  appends it to this side's ``host.log``, so the runner streams it). The worker's ``sys.stdout``
+  and ``sys.stderr`` go to that log, and so do its file descriptors 1 and 2 (a ``memfd``).
+* **Channel.** Commands and replies are small pickled tuples over a ``socketpair``
+  (``multiprocessing`` ``Pipe``). The sequence's tokens travel as deltas (kept prefix, new tail).
+* **Masks.** Every worker has a ``SharedMemory`` block of ``ceil(n_tokens / 32)`` int32 words,
+  created here (so it is unlinked here). ``mid_process`` writes its bitmask there and replies with
+  the word count; the proxy returns ``SampleWithBias`` with a copy of the block (a few KB: the
+  copy keeps a result valid whatever happens to the worker afterwards).
+* **Fork.** ``RemoteController.fork(host)`` creates the new sequence's channel and block here and
+  sends both file descriptors to the worker (``SCM_RIGHTS``); the worker forks (twice, so that
+  the new worker is re-parented to this process, a child subreaper on Linux, which can then
+  reap it and read its exit status); the new process keeps the whole Python state (a script's
+  suspended coroutine included: nothing is replayed), takes its new ``seq_id``, channel, block and
+  log, and says hello. The new worker is a process group of its own.
+* **Limits.** The proxy waits for each reply with the call's limit from ``runner.Limits``
+  (``init_prompt`` also covers building the root controller, ``fork`` the fork); past it, it kills
+  the worker's process group and raises ``ControllerTimeout`` naming the call and the limit, which
+  the runner records as that sequence's error: only that sequence ends (unlike in-process, a call
+  that never returns is interrupted). A worker that dies (``os._exit``, a signal) raises
+  ``WorkerDied`` with its exit status or signal. ``Limits.max_sequences`` also bounds the live
+  workers. ``memory_limit`` (bytes) caps each worker's address space growth (``RLIMIT_AS`` set to
+  its size at start plus the limit), so a runaway allocation is a ``MemoryError`` in that worker.
+* **Cleanup.** A worker whose controller returns ``Stop``, or that fails, is ended at once; every
+  other worker is ended by ``close()`` (the context manager; also run when the object is garbage
+  collected): its process group is killed, it is reaped, its block unlinked.
+"""
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing import Pipe, reduction
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+
+from .protocol import (
+    Controller,
+    ControllerError,
+    ControllerHost,
+    MidResult,
+    PostResult,
+    PreResult,
+    SampleWithBias,
+    Stop,
+    VariableStore,
+)
+from .runner import Limits
+
+__all__ = [
+    "ControllerTimeout",
+    "ProcessControllers",
+    "RemoteController",
+    "RemoteError",
+    "WorkerDied",
+    "remote_factory",
+]
+
+
+class ControllerTimeout(ControllerError):
+    """A worker did not answer a call within its limit (it was killed)."""
+
+
+class WorkerDied(ControllerError):
+    """A worker exited or was killed by a signal during a call."""
+
+
+class RemoteError(ControllerError):
+    """The controller raised in its worker (the worker's traceback is in the sequence's log). The
+    exception raised here is a subclass named as the worker's exception (``ValueError`` ...), so
+    the runner's message reads as in-process."""
+
+
+_remote_types: dict[str, type[RemoteError]] = {}
+
+
+def _remote_error(name: str, text: str) -> RemoteError:
+    cls = _remote_types.get(name)
+    if cls is None:
+        cls = _remote_types[name] = type(name if name.isidentifier() else "RemoteError", (RemoteError,), {})
+    return cls(text)
+
+
+_subreaper_done = False
+
+
+def _become_subreaper() -> bool:
+    """Linux: orphaned descendants (forked sequences) are re-parented to this process, which can
+    then reap them and read their exit status."""
+    global _subreaper_done
+    if not _subreaper_done and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper_done = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
+    return _subreaper_done
+
+
+def _delta(old: list[int], new: list[int]) -> tuple[int, list[int]] | None:
+    """How to turn ``old`` into ``new``: (kept prefix, tail); None when equal."""
+    n = len(old)
+    if len(new) == n and new == old:
+        return None
+    if len(new) >= n and new[:n] == old:
+        return n, new[n:]
+    k = 0
+    m = min(n, len(new))
+    while k < m and old[k] == new[k]:
+        k += 1
+    return k, new[k:]
+
+
+def _status_text(status: int | None) -> str:
+    if status is None:
+        return "exit status unknown"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {sig} ({name})"
+    if os.WIFEXITED(status):
+        return f"exit status {os.WEXITSTATUS(status)}"
+    return f"status {status}"
+
+
+# ------------------------------------------------------------------------------------------------
+# the worker side (runs in the forked process; never returns: os._exit)
+# ------------------------------------------------------------------------------------------------
+
+
+class _RemoteVariables(VariableStore):
+    """The request's variables, asked of the parent over the worker's channel."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def _ask(self, op: str, *args: Any) -> Any:
+        self.conn.send(("var", op, args))
+        tag, value = self.conn.recv()
+        assert tag == "varres", tag
+        return value
+
+    def get(self, name: str) -> bytes | None:
+        return self._ask("get", str(name))
+
+    def set(self, name: str, value: bytes | str) -> None:
+        self._ask("set", str(name), value.encode() if isinstance(value, str) else bytes(value))
+
+    def append(self, name: str, value: bytes | str) -> None:
+        self._ask("append", str(name), value.encode() if isinstance(value, str) else bytes(value))
+
+    def snapshot(self) -> dict[str, bytes]:
+        return self._ask("snapshot")
+
+
+class _Worker:
+    """The state of one worker process."""
+
+    def __init__(self, conn: Connection, buf: Any, n_words: int) -> None:
+        self.conn = conn
+        self.buf = buf
+        self.mask = np.ndarray((n_words,), np.int32, buffer=buf)
+        self.n_words = n_words
+        self.host: ControllerHost | None = None
+        self.ctrl: Controller | None = None
+        self.synced: list[int] = []
+        self.out_fd = -1
+        self._capture_fds()
+
+    def _capture_fds(self) -> None:
+        """File descriptors 1 and 2 into an anonymous file, read back after every call."""
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("logitgate-worker-out")
+        else:  # pragma: no cover (non-Linux POSIX)
+            import tempfile
+            fd, path = tempfile.mkstemp()
+            os.unlink(path)
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        import faulthandler
+        if faulthandler.is_enabled():  # a crash dump goes to this worker's output, not the parent's stderr
+            faulthandler.enable(file=2)
+        if self.out_fd >= 0:
+            os.close(self.out_fd)
+        self.out_fd = fd
+
+    def take_log(self) -> str:
+        text = ""
+        size = os.fstat(self.out_fd).st_size
+        if size:
+            text = os.pread(self.out_fd, size, 0).decode("utf-8", errors="replace")
+            os.ftruncate(self.out_fd, 0)
+        if self.host is not None:
+            log = self.host.log
+            if log.getvalue():
+                text = log.getvalue() + text
+                log.seek(0)
+                log.truncate()
+        return text
+
+    def reply(self, msg: tuple) -> None:
+        """Send ``msg`` with the change the controller made to ``host.tokens`` (if any) and the log."""
+        back = None
+        if self.host is not None:
+            back = _delta(self.synced, self.host.tokens)
+            if back is not None:
+                self.synced = list(self.host.tokens)
+        self.conn.send(msg + (back, self.take_log()))
+
+    def sync(self, delta: tuple[int, list[int]] | None) -> None:
+        if delta is not None and self.host is not None:
+            keep, tail = delta
+            toks = self.host.tokens
+            del toks[keep:]
+            toks.extend(tail)
+            self.synced = list(toks)
+
+    def fail(self, exc: BaseException) -> None:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.reply(("err", type(exc).__name__, str(exc), tb))
+
+    def loop(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            op = msg[0]
+            if op == "close":
+                return
+            try:
+                if op == "fork":
+                    self.do_fork(msg[1])
+                    continue
+                self.sync(msg[-1])
+                ctrl = self.ctrl
+                assert ctrl is not None
+                if op == "init_prompt":
+                    ctrl.init_prompt(list(msg[1]))
+                    self.reply(("ok", None))
+                elif op == "pre_process":
+                    self.reply(("ok", ctrl.pre_process()))
+                elif op == "mid_process":
+                    r = ctrl.mid_process(list(msg[1]))
+                    if isinstance(r, SampleWithBias):
+                        if r.bitmask is None:
+                            self.reply(("nomask",))
+                            continue
+                        bm = np.asarray(r.bitmask)
+                        if bm.dtype == np.int32 and bm.ndim == 1 and bm.shape[0] <= self.n_words:
+                            self.mask[:bm.shape[0]] = bm
+                            self.reply(("mask", int(bm.shape[0])))
+                            continue
+                    self.reply(("ok", r))  # anything else, a bad bitmask included: the runner judges it
+                elif op == "post_process":
+                    self.reply(("ok", ctrl.post_process(list(msg[1]), int(msg[2]))))
+                else:
+                    raise ControllerError(f"unknown command {op!r}")
+            except BaseException as exc:  # noqa: BLE001 (everything goes back to the parent)
+                self.fail(exc)
+
+    def do_fork(self, new_id: int) -> None:
+        """Fork the new sequence's worker: it gets a new channel and mask block (their descriptors
+        follow the command) and the whole Python state of this one."""
+        with socket.fromfd(self.conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            conn_fd, shm_fd = reduction.recvfds(s, 2)
+        pid = os.fork()
+        if pid:
+            os.close(conn_fd)
+            os.close(shm_fd)
+            os.waitpid(pid, 0)  # the intermediate process exits at once
+            self.reply(("ok", None))
+            return
+        # the intermediate: fork again and exit, so the new worker is re-parented (to the subreaper)
+        try:
+            mid = os.getpid()
+            if os.fork():
+                os._exit(0)
+            while os.getppid() == mid:
+                time.sleep(0.0002)
+            os.setpgid(0, 0)
+            old = self.conn
+            self.conn = Connection(conn_fd)
+            old.close()
+            import mmap
+            self.buf = mmap.mmap(shm_fd, self.n_words * 4)
+            os.close(shm_fd)
+            self.mask = np.ndarray((self.n_words,), np.int32, buffer=self.buf)
+            self._capture_fds()
+            host = self.host
+            assert host is not None
+            host.seq_id = new_id
+            host.log.seek(0)
+            host.log.truncate()
+            if isinstance(host.variables, _RemoteVariables):
+                host.variables.conn = self.conn
+            self.conn.send(("hello", os.getpid(), None, ""))
+            self.loop()
+        finally:
+            os._exit(0)
+
+
+def _worker_main(conn: Connection, buf: Any, n_words: int, factory: Callable[[ControllerHost], Controller],
+                 parent_host: ControllerHost, memory_limit: int | None, close_fds: list[int]) -> None:
+    try:
+        os.setpgid(0, 0)
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        w = _Worker(conn, buf, n_words)
+        log = io.StringIO()
+        sys.stdout = sys.stderr = log
+        if memory_limit is not None:
+            import resource
+            with open("/proc/self/statm") as f:
+                size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            cap = size + int(memory_limit)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        host = ControllerHost(parent_host.tokenizer, parent_host.tokenize_bytes, _RemoteVariables(conn),
+                              parent_host.seq_id, log, list(parent_host.tokens))
+        w.host = host
+        w.synced = list(host.tokens)
+        try:
+            w.ctrl = factory(host)
+        except BaseException as exc:  # noqa: BLE001
+            w.fail(exc)
+            return
+        w.reply(("hello", os.getpid()))
+        w.loop()
+    except BaseException:  # noqa: BLE001, S110 (a worker never returns into the parent's code)
+        pass
+    finally:
+        os._exit(0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the parent side
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndedWorker:
+    """A worker that was ended and reaped: its sequence, process id, mask block and wait status."""
+
+    seq_id: int
+    pid: int
+    shm_name: str
+    status: int | None
+
+    @property
+    def cause(self) -> str:
+        return _status_text(self.status)
+
+
+@dataclass
+class _Handle:
+    """A worker, as the parent knows it."""
+
+    seq_id: int
+    conn: Connection
+    shm: SharedMemory
+    pid: int = 0
+    alive: bool = True
+    status: int | None = None
+    mask: np.ndarray | None = field(default=None, repr=False)
+    ended: Any = field(default=None, repr=False)
+    """Where to record this worker when it ends (``ProcessControllers.ended``)."""
+
+
+def _end_worker(h: _Handle, graceful: bool = False) -> None:
+    """Stop a worker's process group, reap it, close its channel and unlink its block."""
+    if h.alive:
+        h.alive = False
+        if graceful:
+            try:
+                h.conn.send(("close",))
+                h.conn.poll(0.5)  # EOF when it has exited
+            except (OSError, EOFError, ValueError):
+                pass
+        if h.pid:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(h.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                _, h.status = os.waitpid(h.pid, 0)
+            except ChildProcessError:  # not our child (no subreaper) or already reaped
+                pass
+        try:
+            h.conn.close()
+        except OSError:
+            pass
+        h.mask = None
+        try:
+            h.shm.close()
+        except BufferError:
+            pass
+        try:
+            h.shm.unlink()
+        except FileNotFoundError:
+            pass
+        if h.ended is not None:
+            h.ended.append(EndedWorker(h.seq_id, h.pid, h.shm.name, h.status))
+
+
+def _end_all(handles: dict[int, _Handle]) -> None:
+    for h in list(handles.values()):
+        _end_worker(h)
+    handles.clear()
+
+
+class ProcessControllers:
+    """A controller factory whose controllers run each in a worker process (see the module doc).
+
+    ``factory(host) -> Controller`` is called in the root worker. ``limits`` gives the hard time
+    limit of every call (defaults: ``runner.Limits()``) and the most live workers
+    (``max_sequences``). ``memory_limit``: bytes each worker may add to its address space
+    (``None``: no cap). Use it as a context manager, or call ``close()``: both end every worker.
+    """
+
+    def __init__(self, factory: Callable[[ControllerHost], Controller], limits: Limits | None = None, *,
+                 memory_limit: int | None = None) -> None:
+        if not hasattr(os, "fork"):
+            raise OSError("ProcessControllers needs os.fork (POSIX)")
+        self.factory = factory
+        self.limits = limits if limits is not None else Limits()
+        self.memory_limit = memory_limit
+        self.handles: dict[int, _Handle] = {}
+        self.ended: deque[EndedWorker] = deque(maxlen=4096)
+        """The latest workers that ended (kept for diagnostics and tests)."""
+        self._key = 0
+        self.subreaper = _become_subreaper()
+        self._finalizer = weakref.finalize(self, _end_all, self.handles)
+
+    def __enter__(self) -> ProcessControllers:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End every worker (kill, reap, unlink its mask block)."""
+        _end_all(self.handles)
+
+    def live_workers(self) -> list[int]:
+        """The process ids of the workers still running."""
+        return [h.pid for h in self.handles.values() if h.alive]
+
+    def _new_handle(self, seq_id: int, n_words: int) -> tuple[_Handle, Connection]:
+        for key in [k for k, o in self.handles.items() if not o.alive]:
+            del self.handles[key]
+        if len(self.live_workers()) >= self.limits.max_sequences:
+            raise ControllerError(f"a new worker would exceed {self.limits.max_sequences} live sequences")
+        ours, theirs = Pipe(duplex=True)
+        shm = SharedMemory(create=True, size=max(4, n_words * 4))
+        h = _Handle(seq_id, ours, shm, ended=self.ended)
+        h.mask = np.ndarray((n_words,), np.int32, buffer=shm.buf)
+        self._key += 1
+        self.handles[self._key] = h
+        return h, theirs
+
+    def __call__(self, host: ControllerHost) -> RemoteController:
+        """The root controller of a run, in a new worker forked from this process."""
+        n_words = (host.tokenizer.n_tokens + 31) // 32
+        h, theirs = self._new_handle(host.seq_id, n_words)
+        close_fds = [o.conn.fileno() for o in self.handles.values() if o is not h and o.alive]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                h.conn.close()
+            finally:
+                _worker_main(theirs, h.shm.buf, n_words, self.factory, host, self.memory_limit, close_fds)
+        h.pid = pid
+        theirs.close()
+        proxy = RemoteController(self, h, host, n_words)
+        proxy._wait("init_prompt", expect="hello")
+        return proxy
+
+
+def remote_factory(factory: Callable[[ControllerHost], Controller], limits: Limits | None = None, *,
+                   memory_limit: int | None = None) -> ProcessControllers:
+    """``ProcessControllers(factory, limits, memory_limit=...)``: a factory for ``run_controller``."""
+    return ProcessControllers(factory, limits, memory_limit=memory_limit)
+
+
+class RemoteController(Controller):
+    """The parent-side proxy of a controller that runs in a worker process."""
+
+    def __init__(self, runtime: ProcessControllers, handle: _Handle, host: ControllerHost, n_words: int,
+                 sent: list[int] | None = None) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.host = host
+        self.n_words = n_words
+        self._sent = list(host.tokens) if sent is None else sent
+
+    @property
+    def pid(self) -> int:
+        return self.handle.pid
+
+    def _send(self, what: str, *args: Any) -> None:
+        h = self.handle
+        if not h.alive:
+            raise ControllerError(f"the worker of sequence {self.host.seq_id} has ended")
+        delta = _delta(self._sent, self.host.tokens)
+        if delta is not None:
+            self._sent = list(self.host.tokens)
+        try:
+            h.conn.send((what, *args, delta))
+        except (OSError, EOFError, ValueError):
+            self._died(what)
+
+    def _died(self, what: str) -> None:
+        h = self.handle
+        _end_worker(h)
+        raise WorkerDied(f"the worker of sequence {self.host.seq_id} (pid {h.pid}) died during {what}: "
+                         f"{_status_text(h.status)}")
+
+    def _wait(self, what: str, expect: str = "ok") -> tuple:
+        """The worker's reply to ``what``, answering its variable requests meanwhile, within the
+        call's limit."""
+        h = self.handle
+        conn = h.conn
+        host = self.host
+        limit = getattr(self.runtime.limits, what)
+        deadline = time.perf_counter() + limit
+        variables = self.host.variables
+        while True:
+            left = deadline - time.perf_counter()
+            try:
+                ready = left > 0 and conn.poll(left)
+                if not ready:
+                    _end_worker(h)
+                    host.log.write(f"\n[logitgate] the worker (pid {h.pid}) was killed: {what} did not return "
+                                   f"within its limit of {limit * 1e3:.0f} ms\n")
+                    raise ControllerTimeout(f"{what} did not return within its limit of {limit * 1e3:.0f} ms "
+                                            f"(the worker was killed)")
+                msg = conn.recv()
+            except (EOFError, OSError):
+                _end_worker(h)
+                host.log.write(f"\n[logitgate] the worker (pid {h.pid}) of sequence {host.seq_id} died during "
+                               f"{what}: {_status_text(h.status)}\n")
+                raise WorkerDied(f"the worker of sequence {host.seq_id} (pid {h.pid}) died during {what}: "
+                                 f"{_status_text(h.status)}") from None
+            if msg[0] == "var":
+                _, op, args = msg
+                try:
+                    value = getattr(variables, op)(*args)
+                except Exception as exc:  # noqa: BLE001
+                    value = None
+                    host.log.write(f"[logitgate] variables.{op} failed: {exc!r}\n")
+                conn.send(("varres", value))
+                continue
+            back, log = msg[-2], msg[-1]
+            if log:
+                host.log.write(log)
+            if back is not None:  # the controller changed host.tokens (as an in-process one may)
+                keep, tail = back
+                del host.tokens[keep:]
+                host.tokens.extend(tail)
+                self._sent = list(host.tokens)
+            if msg[0] == "err":
+                name, text, tb = msg[1:4]
+                host.log.write(tb)
+                _end_worker(h)
+                raise _remote_error(name, text)
+            if msg[0] == "hello":
+                if expect != "hello":
+                    raise ControllerError(f"unexpected hello from the worker during {what}")
+                h.pid = msg[1]
+                return msg
+            if expect == "hello":
+                raise ControllerError(f"the worker said {msg[0]!r} instead of hello")
+            return msg
+
+    def _call(self, what: str, *args: Any) -> Any:
+        self._send(what, *args)
+        msg = self._wait(what)
+        if msg[0] == "mask":
+            assert self.handle.mask is not None
+            return SampleWithBias(self.handle.mask[:msg[1]].copy())
+        if msg[0] == "nomask":
+            return SampleWithBias(None)
+        result = msg[1]
+        if isinstance(result, Stop):
+            _end_worker(self.handle, graceful=True)
+        return result
+
+    def init_prompt(self, prompt: list[int]) -> None:
+        self._call("init_prompt", list(prompt))
+
+    def pre_process(self) -> PreResult:
+        return self._call("pre_process")
+
+    def mid_process(self, fork_group: list[int]) -> MidResult:
+        return self._call("mid_process", list(fork_group))
+
+    def post_process(self, tokens: list[int], backtrack: int = 0) -> PostResult:
+        return self._call("post_process", list(tokens), int(backtrack))
+
+    def close(self) -> None:
+        """End the worker (the runner calls this when the sequence ends for any reason)."""
+        if self.handle.alive:
+            _end_worker(self.handle, graceful=True)
+
+    def fork(self, host: ControllerHost) -> RemoteController:
+        """The worker forks: the new process keeps the controller's state (nothing is replayed)."""
+        h = self.handle
+        if not h.alive:
+            raise ControllerError(f"the worker of sequence {self.host.seq_id} has ended")
+        new, theirs = self.runtime._new_handle(host.seq_id, self.n_words)
+        try:
+            h.conn.send(("fork", host.seq_id))
+            with socket.fromfd(h.conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                reduction.sendfds(s, [theirs.fileno(), new.shm._fd])  # type: ignore[attr-defined]
+        except (OSError, EOFError, ValueError):
+            theirs.close()
+            _end_worker(new)
+            self._died("fork")
+        theirs.close()
+        proxy = RemoteController(self.runtime, new, host, self.n_words, list(self._sent))
+        try:
+            self._wait("fork")  # the worker forked (or says why not)
+            proxy._wait("fork", expect="hello")
+        except ControllerError:
+            _end_worker(new)
+            raise
+        return proxy
