@@ -120,9 +120,18 @@ def direct(tok: logitgate.Tokenizer, max_tokens: int, logits: np.ndarray) -> tup
     return n, time.perf_counter() - t
 
 
-def run_script(tok, n_forks: int, max_tokens: int, steps_out: list[float] | None = None):
+def run_script(tok, n_forks: int, max_tokens: int, process: bool = False):
     model = FixedModel(tok)
     factory = scripting.script_factory(script(n_forks, max_tokens), "<bench>")
+    if process:  # each sequence's controller in its own worker process
+        from logitgate.controllers.process import ProcessControllers
+
+        with ProcessControllers(factory) as remote:
+            t = time.perf_counter()
+            res = run_controller(remote, model, "x", max_tokens=max_tokens + 10)
+            total = time.perf_counter() - t
+        return (res, total, sum(len(s.tokens) for s in res.sequences), [s.error for s in res.sequences if s.error],
+                model.forward_s)
     t = time.perf_counter()
     res = run_controller(factory, model, "x", max_tokens=max_tokens + 10)
     total = time.perf_counter() - t
@@ -143,28 +152,32 @@ def main(argv=None) -> int:
     direct(tok, args.tokens, logits)  # warm: compile, first visits
     d = [direct(tok, args.tokens, logits) for _ in range(args.repeat)]
     d_per = statistics.median(s / n for n, s in d)
-    run_script(tok, 1, args.tokens)  # warm
-    single = []
-    for _ in range(args.repeat):
-        res, total, tokens, errors, fwd = run_script(tok, 1, args.tokens)
-        assert not errors, errors
-        single.append((total - fwd) / max(res.steps, 1))
-    s_per = statistics.median(single)
     print("\n| path | per token µs | overhead over direct µs |")
     print("|---|---:|---:|")
     print(f"| direct: Matcher fill + apply + argmax + accept | {d_per * 1e6:.0f} | |")
-    print(f"| pyctrl script through the runner (pre + mid + post, sampling) | {s_per * 1e6:.0f} | "
-          f"{(s_per - d_per) * 1e6:+.0f} |")
-    many = []
-    for _ in range(args.repeat):
-        res, total, tokens, errors, fwd = run_script(tok, args.forks, args.tokens)
-        assert not errors, errors[:3]
-        many.append(((total - fwd) / max(res.steps, 1), tokens, res.steps, len(res.sequences)))
-    step = statistics.median(m[0] for m in many)
-    _, tokens, steps, nseq = many[0]
-    print(f"\n{nseq} parallel sequences (fork({args.forks}) then gen_tokens under the regex): {steps} steps, "
-          f"{tokens} tokens; median step time without the model {step * 1e3:.2f} ms "
-          f"({step / nseq * 1e6:.0f} µs per sequence per step)")
+    for process in (False, True):
+        run_script(tok, 1, args.tokens, process)  # warm
+        single = []
+        for _ in range(args.repeat):
+            res, total, tokens, errors, fwd = run_script(tok, 1, args.tokens, process)
+            assert not errors, errors
+            single.append((total - fwd) / max(res.steps, 1))
+        s_per = statistics.median(single)
+        where = "a worker process (pipe + shared memory)" if process else "in process"
+        print(f"| pyctrl script through the runner, controller {where} | {s_per * 1e6:.0f} | "
+              f"{(s_per - d_per) * 1e6:+.0f} |")
+    for process in (False, True):
+        many = []
+        for _ in range(args.repeat):
+            res, total, tokens, errors, fwd = run_script(tok, args.forks, args.tokens, process)
+            assert not errors, errors[:3]
+            many.append(((total - fwd) / max(res.steps, 1), tokens, res.steps, len(res.sequences)))
+        step = statistics.median(m[0] for m in many)
+        _, tokens, steps, nseq = many[0]
+        where = "worker processes" if process else "in process"
+        print(f"\n{nseq} parallel sequences ({where}; fork({args.forks}) then gen_tokens under the regex): "
+              f"{steps} steps, {tokens} tokens; median step time without the model {step * 1e3:.2f} ms "
+              f"({step / nseq * 1e6:.0f} µs per sequence per step; the first step includes the fork)")
     return 0
 
 
