@@ -61,7 +61,7 @@ def ensure_env(task: str) -> None:
     env.setdefault("CMAKE_ARGS", LLAMA_CMAKE_ARGS)
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     if subprocess.run([PY, "-c", "import llama_cpp"], capture_output=True).returncode != 0:
-        print("llama-cpp-python is compiled from source on first install: about 10-15 minutes on 2 cores", flush=True)
+        print("llama-cpp-python is compiled from source on first install: about 6-15 minutes on 2 cores", flush=True)
     run([PY, "-m", "pip", "install", "-q", "-e", f".[{extras}]"], env=env)
     stamp.touch()
 
