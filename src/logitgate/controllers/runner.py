@@ -17,15 +17,24 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..bitmask import apply_token_bitmask_inplace
-from ..sampling import sample_token
+from ..decoding import prompt_ids, sample_token
 from .protocol import (
-    Continue, Controller, ControllerError, ControllerHost, Fork, SampleWithBias, Splice, Stop, Suspend,
+    Continue,
+    Controller,
+    ControllerError,
+    ControllerHost,
+    Fork,
+    SampleWithBias,
+    Splice,
+    Stop,
+    Suspend,
     VariableStore,
 )
 
@@ -88,7 +97,7 @@ class _Seq:
 class _ModelCache:
     """Moves the model's single KV cache between sequences: keep the common prefix, run the rest."""
 
-    def __init__(self, model: "Model") -> None:
+    def __init__(self, model: Model) -> None:
         self.model = model
         self.tokens: list[int] = []
         model.reset()
@@ -164,15 +173,6 @@ class _BatchedCache:
         return self.seqs.decode(items) if items else []  # type: ignore[attr-defined]
 
 
-def _prompt_ids(model: Model, prompt: str | Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
-    if isinstance(prompt, str):
-        return model.encode(prompt)
-    items = list(prompt)
-    if items and isinstance(items[0], Mapping):
-        return model.chat_prompt(items)  # type: ignore[arg-type]
-    return [int(t) for t in items]  # type: ignore[arg-type]
-
-
 def run_controller(controller_factory: Callable[[ControllerHost], Controller], model: Model,
                    prompt: str | Sequence[int] | Sequence[Mapping[str, str]], *, max_tokens: int = 200,
                    temperature: float = 0.0, seed: int | None = 0, limits: Limits = Limits(),
@@ -187,7 +187,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     tok = model.tokenizer
     rng = np.random.default_rng(seed) if temperature > 0 else None
     variables = VariableStore()
-    prompt_ids = _prompt_ids(model, prompt)
+    prompt_tokens = prompt_ids(model, prompt)
     sequences = getattr(model, "sequences", None)
     cache: _ModelCache | _BatchedCache = (
         _BatchedCache(sequences(limits.max_sequences), limits.max_sequences) if callable(sequences)
@@ -199,7 +199,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
             raise ControllerError(f"the model's tokenizer cannot tokenize {bytes(data)[:40]!r} exactly")
         return ids
 
-    root_host = ControllerHost(tok, tokenize_bytes, variables, 0, tokens=list(prompt_ids))
+    root_host = ControllerHost(tok, tokenize_bytes, variables, 0, tokens=list(prompt_tokens))
     seqs: list[_Seq] = []
     log_seen: dict[int, int] = {}
     next_id = 1
@@ -249,9 +249,9 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         root = controller_factory(root_host)
     except Exception as exc:
         raise ControllerError(f"the controller could not be created: {type(exc).__name__}: {exc}") from exc
-    first = _Seq(0, root, root_host, len(prompt_ids))
+    first = _Seq(0, root, root_host, len(prompt_tokens))
     seqs.append(first)
-    call(first, "init_prompt", lambda: root.init_prompt(list(prompt_ids)))
+    call(first, "init_prompt", lambda: root.init_prompt(list(prompt_tokens)))
     flush_log(first)
     steps = 0
     idle_rounds = 0
@@ -278,7 +278,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 group = [seq.seq_id]
                 for _ in range(r.num_forks - 1):
                     host = seq.host.clone_for(next_id)
-                    clone = call(seq, "fork", lambda h=host: seq.controller.fork(h))
+                    clone = call(seq, "fork", lambda h=host, s=seq: s.controller.fork(h))
                     if clone is None:
                         break
                     twin = _Seq(next_id, clone, host, seq.prompt_len)  # type: ignore[arg-type]

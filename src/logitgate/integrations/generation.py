@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import codecs
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from ..compiler import CompiledGrammar, compile
+from ..decoding import Prompt, prompt_ids, sample_token
 from ..grammar import Grammar
 from ..matcher import Matcher
-from ..sampling import sample_token
 from .models import Model
 
 __all__ = ["GenerationResult", "generate", "sample_token"]
 
-Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]
 
 
 @dataclass
@@ -61,15 +60,6 @@ class GenerationResult:
     def mask_share(self) -> float:
         """The share of decoding time spent waiting for masks."""
         return self.mask_s / self.decode_s if self.decode_s > 0 else 0.0
-
-
-def _prompt_ids(model: Model, prompt: Prompt) -> list[int]:
-    if isinstance(prompt, str):
-        return model.encode(prompt)
-    items = list(prompt)
-    if items and isinstance(items[0], Mapping):
-        return model.chat_prompt(items)  # type: ignore[arg-type]
-    return [int(t) for t in items]  # type: ignore[arg-type]
 
 
 def _forced_tokens(model: Model, matcher: Matcher, last: int | None, limit: int) -> tuple[list[int], bool] | None:
@@ -139,7 +129,7 @@ def generate(model: Model, prompt: Prompt, constraint: Grammar | CompiledGrammar
         matcher.fill_next_token_bitmask(bitmask, 0)
         return time.perf_counter() - t
 
-    ids = _prompt_ids(model, prompt)
+    ids = prompt_ids(model, prompt)
     res.n_prompt = len(ids)
     if not ids:
         raise ValueError("the prompt is empty")

@@ -1,9 +1,25 @@
-"""Choosing the next token from (masked) logits: greedy, or temperature and top-p sampling."""
+"""Pieces shared by the decoding loops (the generation loop and the controller runner): the prompt's
+token ids, and choosing the next token from (masked) logits."""
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["sample_token"]
+__all__ = ["prompt_ids", "sample_token"]
+
+Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]
+
+
+def prompt_ids(model: Any, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: text (``model.encode``), chat messages (``model.chat_prompt``) or ids."""
+    if isinstance(prompt, str):
+        return model.encode(prompt)
+    items = list(prompt)
+    if items and isinstance(items[0], Mapping):
+        return model.chat_prompt(items)
+    return [int(t) for t in items]
 
 
 def sample_token(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 0.0,
