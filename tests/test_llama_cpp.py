@@ -31,15 +31,8 @@ TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]"
 
 
 @pytest.fixture(scope="module")
-def model():
-    from logitgate.integrations.llama_cpp import LlamaCppModel
-    from logitgate.integrations.models import ModelError, embedded_model_path
-
-    try:
-        path = embedded_model_path()
-    except ModelError as exc:
-        pytest.skip(str(exc))
-    return LlamaCppModel.from_path(path)
+def model(llama_model):
+    return llama_model
 
 
 def test_gguf_tokenizer_agrees_with_llama_cpp(model):

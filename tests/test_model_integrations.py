@@ -40,15 +40,10 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def model():
-    from logitgate.integrations.models import ModelError, embedded_model_path
+def model(embedded_gguf):
     from logitgate.integrations.transformers import TransformersModel
 
-    try:
-        path = embedded_model_path()
-    except ModelError as exc:
-        pytest.skip(str(exc))
-    return TransformersModel.from_gguf(path, n_threads=2)
+    return TransformersModel.from_gguf(embedded_gguf, n_threads=2)
 
 
 @pytest.fixture(scope="module")

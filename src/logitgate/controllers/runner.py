@@ -94,6 +94,15 @@ class _Seq:
     suspended: bool = False
 
 
+def _reusable_prefix(cached: Sequence[int], tokens: Sequence[int]) -> int:
+    """How many cached tokens ``tokens`` can keep: their common prefix, leaving at least one token
+    of ``tokens`` to run (a forward pass is what gives logits)."""
+    k, limit = 0, min(len(cached), len(tokens) - 1)
+    while k < limit and cached[k] == tokens[k]:
+        k += 1
+    return k
+
+
 class _ModelCache:
     """Moves the model's single KV cache between sequences: keep the common prefix, run the rest."""
 
@@ -103,10 +112,7 @@ class _ModelCache:
         model.reset()
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
-        k = 0
-        limit = min(len(self.tokens), len(tokens) - 1)  # at least one token must run to give logits
-        while k < limit and self.tokens[k] == tokens[k]:
-            k += 1
+        k = _reusable_prefix(self.tokens, tokens)
         if k < len(self.tokens):
             self.model.truncate(k)
             del self.tokens[k:]
@@ -162,10 +168,7 @@ class _BatchedCache:
         for seq_id, tokens in requests:
             slot = self._slot(seq_id)
             have = self.tokens[seq_id]
-            k = 0
-            limit = min(len(have), len(tokens) - 1)
-            while k < limit and have[k] == tokens[k]:
-                k += 1
+            k = _reusable_prefix(have, tokens)
             if k < len(have):
                 self.seqs.truncate(slot, k)  # type: ignore[attr-defined]
             items.append((slot, k, list(tokens[k:])))

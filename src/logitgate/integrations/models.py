@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import LogitgateError
 from ..vocab import Tokenizer
+from ..vocab.tokenizer import _import_optional
 
 __all__ = [
     "Model",
@@ -158,6 +159,6 @@ def file_digest(path: Path) -> str:
 def require(module: str, extra: str) -> Any:
     """Import ``module`` or raise ModelError naming the extra that installs it."""
     try:
-        return importlib.import_module(module)
+        return _import_optional(module, extra)
     except ImportError as exc:
-        raise ModelError(f"{module} is not installed: pip install 'logitgate[{extra}]' ({exc})") from exc
+        raise ModelError(str(exc)) from exc

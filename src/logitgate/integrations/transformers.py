@@ -7,6 +7,7 @@ own generation loop.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -127,15 +128,14 @@ class TransformersModel:
         path = Path(path)
         say = progress or (lambda _m: None)
         folder = Path(cache_dir("models")) / f"{path.stem}-{file_digest(path)}"
-        tok = Tokenizer.from_gguf(path)
         if not (folder / "config.json").exists():
             say(f"converting {path.name} for transformers (first use only; cached in {folder})")
             _convert_gguf(path, folder)
         say(f"loading {path.name} with transformers")
-        model = cls.from_folder(folder, n_threads=n_threads, tokenizer=None, default_system=default_system_prompt(path))
-        if model.tokenizer.vocab_size != tok.vocab_size:
-            tok = Tokenizer.from_gguf(path, vocab_size=model.tokenizer.vocab_size)
-        model.tokenizer = tok  # the GGUF's own tokenizer metadata, as llama.cpp reads it
+        # the GGUF's own tokenizer metadata, as llama.cpp reads it, as wide as the model's logits
+        width = int(json.loads((folder / "config.json").read_text())["vocab_size"])
+        model = cls.from_folder(folder, n_threads=n_threads, tokenizer=Tokenizer.from_gguf(path, vocab_size=width),
+                                default_system=default_system_prompt(path))
         model.name = path.name
         return model
 
