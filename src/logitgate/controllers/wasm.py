@@ -1,0 +1,818 @@
+"""Sandboxed WebAssembly controllers (AICI's model): one wasmtime instance per sequence.
+
+    module = WasmModule.from_file("yesno.wasm")                  # validated, compiled once
+    run_controller(module.controller_factory(WasmLimits()), model, prompt)
+
+A module can only call the host functions below: any other import (WASI's ``fd_write``,
+``path_open``, ...) is refused at load time, so it can read no file, open no socket and see no
+clock. Every call into it runs on a fuel budget (about one unit per Wasm instruction) and its
+memory is capped; running out, trapping, or passing a bad pointer to a host function ends only
+that sequence, with the cause in its log. ``build_c`` compiles C controllers (``wasm_src/``).
+
+ABI (version 1; all values i32; pointers are offsets in the module's exported ``memory``)
+-------------------------------------------------------------------------------------------
+
+Exports the module must have::
+
+    memory                                   its linear memory (one, 32-bit)
+    lg_alloc(size) -> ptr                    room for `size` bytes, where the host copies an array
+                                             just before a call; not used by the host afterwards
+    lg_init_prompt(prompt_ptr, n)            once: the n prompt token ids (i32)
+    lg_pre_process() -> r                    1 continue, 0 stop, -1 suspend (skip this round),
+                                             n >= 2 fork into n sequences (this one + n-1 clones)
+    lg_mid_process(group_ptr, n) -> r        the fork group's n sequence ids; 0 stop, 1 go on
+                                             with what the call asked for (below); none: sample
+                                             any token
+    lg_post_process(tokens_ptr, n, backtrack) -> r   the tokens appended (sampled or spliced)
+                                             after removing `backtrack`; 1 continue, 0 stop
+
+Optional: ``_initialize()``, called once after instantiation (not in forks).
+
+Imports, module ``"logitgate"`` (each may be left out)::
+
+    vocab_size() -> n                        token ids are 0 .. n-1; masks have ceil(n/32) words
+    eos_token() -> id
+    token_bytes(tok, out, cap) -> len        the token's bytes (special tokens: their name); the
+                                             first `cap` are copied; -1 for an id out of range
+    tokenize(ptr, len, out, cap) -> n        the model's token ids for `len` bytes (the first
+                                             `cap` copied); -1 (logged) if it cannot
+    self_seq_id() -> id
+    module_arg(out, cap) -> len              the bytes given as ``controller_factory(arg=...)``
+    var_get(name, name_len, out, cap) -> len     a shared variable (first `cap` bytes), -1 unset
+    var_set(name, name_len, val, len)
+    var_append(name, name_len, val, len)
+    log(ptr, len)                            append to this sequence's log (its stdout)
+    regex_new(ptr, len) -> h                 a host constraint for a logitgate regex; < 0 on an
+                                             error (logged)
+    constraint_mask(h, out) -> words         the allowed tokens now (bit t%32 of word t/32; EOS
+                                             once the text is complete) into `out`
+    constraint_accept(h, tok) -> 1|0         advance by a token (0: refused, no change)
+    constraint_rollback(h, n) -> 1|0         undo n accepted tokens
+    constraint_is_accepting(h) -> 1|0        the text so far is complete
+    constraint_free(h)
+    dfa_mask(table, n_states, accept, state, out) -> words
+                                             the mask of the module's own DFA: `table` holds
+                                             n_states*256 next states (-1 dead), `accept`
+                                             n_states bytes; the host walks the token trie
+    sample_mask(words_ptr) -> 1              mid_process: sample under this mask (copied)
+    sample_constraint(h) -> 1                mid_process: sample under h's current mask
+    splice(backtrack, tokens_ptr, n) -> 1    mid_process: remove `backtrack` tokens, append these
+
+In ``lg_mid_process`` the last ``sample_*``/``splice`` call wins; each returns 1, so a module can
+``return lg_splice(...)``. A bad pointer or length, an unknown handle, or a value over its limit
+traps the call (the sequence ends). Host functions cost fuel: one unit per byte they copy.
+
+Fork: the runtime clones the instance: a fresh instance of the same module gets a copy of the
+memory, of every mutable global (all must be exported: C built by ``build_c`` exports its stack
+pointer) and of the constraint handles. Tables are not copied (C never changes them).
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..compiler import compile as compile_grammar
+from ..errors import LogitgateError
+from ..grammar import Grammar
+from ..kernels import trie_kernels
+from ..matcher import Matcher
+from .protocol import (
+    Continue,
+    Controller,
+    ControllerError,
+    ControllerHost,
+    Fork,
+    MidResult,
+    PostResult,
+    PreResult,
+    SampleWithBias,
+    Splice,
+    Stop,
+    Suspend,
+)
+
+__all__ = [
+    "ABI_VERSION",
+    "C_SOURCES",
+    "WasmBuildError",
+    "WasmController",
+    "WasmError",
+    "WasmHostError",
+    "WasmLimits",
+    "WasmLoadError",
+    "WasmModule",
+    "WasmTrap",
+    "build_c",
+]
+
+ABI_VERSION = 1
+C_SOURCES = Path(__file__).resolve().parent / "wasm_src"
+"""The C header (``logitgate_ctrl.h``) and the example controllers."""
+DEFAULT_MAX_MODULE_BYTES = 16 << 20
+
+# host functions: name -> (number of i32 params, number of i32 results)
+_IMPORTS: dict[str, tuple[int, int]] = {
+    "vocab_size": (0, 1), "eos_token": (0, 1), "token_bytes": (3, 1), "tokenize": (4, 1),
+    "self_seq_id": (0, 1), "module_arg": (2, 1),
+    "var_get": (4, 1), "var_set": (4, 0), "var_append": (4, 0), "log": (2, 0),
+    "regex_new": (2, 1), "constraint_mask": (2, 1), "constraint_accept": (2, 1), "constraint_rollback": (2, 1),
+    "constraint_is_accepting": (1, 1), "constraint_free": (1, 0), "dfa_mask": (5, 1),
+    "sample_mask": (1, 1), "sample_constraint": (1, 1), "splice": (3, 1),
+}
+_EXPORTS: dict[str, tuple[int, int]] = {
+    "lg_alloc": (1, 1), "lg_init_prompt": (2, 0), "lg_pre_process": (0, 1), "lg_mid_process": (2, 1),
+    "lg_post_process": (3, 1),
+}
+_PAGE = 65536
+
+
+class WasmError(ControllerError):
+    """A Wasm controller failed."""
+
+
+class WasmLoadError(WasmError):
+    """A module was refused: not Wasm, too large, invalid, or with imports/exports outside the ABI."""
+
+
+class WasmTrap(WasmError):
+    """The module trapped: out of fuel, out of bounds, ``unreachable``, its memory limit, ..."""
+
+
+class WasmHostError(WasmError):
+    """The module called a host function wrongly (a bad pointer, an unknown handle, a value over a limit)."""
+
+
+class WasmBuildError(WasmError):
+    """C sources could not be compiled to Wasm (no compiler, or a compile error)."""
+
+
+@dataclass(frozen=True)
+class WasmLimits:
+    """What one sequence's instance may use. Fuel is about one unit per Wasm instruction (roughly
+    0.3-1 ns each): the defaults allow ~1 s for ``init_prompt``, ~100 ms for ``mid_process`` and
+    ~10 ms for ``pre_process``/``post_process`` (AICI: 1000/20/1/1 ms)."""
+
+    fuel_init_prompt: int = 2_000_000_000
+    """Also covers instantiation (a start function) and ``_initialize``."""
+    fuel_pre_process: int = 20_000_000
+    fuel_mid_process: int = 200_000_000
+    fuel_post_process: int = 20_000_000
+    memory_bytes: int = 64 << 20
+    """Linear memory cap: ``memory.grow`` past it fails (returns -1)."""
+    table_elements: int = 100_000
+    max_constraints: int = 64
+    """Live host constraint handles per instance."""
+    max_dfa_states: int = 1 << 16
+    max_log_bytes: int = 1 << 20
+    """Log output kept per sequence; the rest is dropped (with a note)."""
+    max_variable_bytes: int = 1 << 20
+    """Largest value ``var_set``/``var_append`` may leave in a variable."""
+
+    def fuel(self, call: str) -> int:
+        return int(getattr(self, "fuel_" + call))
+
+
+def _wasmtime() -> Any:
+    try:
+        import wasmtime
+    except ImportError as exc:  # pragma: no cover - the wasm extra is not installed
+        raise WasmError("Wasm controllers need wasmtime: pip install 'logitgate[wasm]'") from exc
+    return wasmtime
+
+
+_engine: Any = None
+_engine_lock = threading.Lock()
+
+
+def _shared_engine() -> Any:
+    """The engine every module compiles with: fuel metering on; threads, 64-bit and multiple
+    memories, GC and exceptions off (features that would put state where forking cannot copy it)."""
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            w = _wasmtime()
+            cfg = w.Config()
+            cfg.consume_fuel = True
+            for feature in ("wasm_threads", "wasm_memory64", "wasm_multi_memory", "wasm_gc",
+                            "wasm_function_references", "wasm_exceptions", "wasm_stack_switching"):
+                try:
+                    setattr(cfg, feature, False)
+                except (AttributeError, w.WasmtimeError):  # pragma: no cover - older wasmtime
+                    pass
+            _engine = w.Engine(cfg)
+        return _engine
+
+
+# -- reading a module's binary: the globals fork must copy ---------------------------------------
+def _uleb(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return result, pos
+
+
+def _skip_const_expr(data: bytes, pos: int) -> int:
+    """Skip a constant expression (a global's initializer) up to and including its ``end``."""
+    while True:
+        op = data[pos]
+        pos += 1
+        if op == 0x0B:
+            return pos
+        if op in (0x41, 0x42, 0x23, 0xD0, 0xD2):  # i32/i64.const, global.get, ref.null, ref.func
+            _, pos = _uleb(data, pos)
+        elif op == 0x43:
+            pos += 4
+        elif op == 0x44:
+            pos += 8
+        elif op == 0xFD:  # v128.const
+            _, pos = _uleb(data, pos)
+            pos += 16
+        elif op not in (0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E):  # extended-const add/sub/mul
+            raise WasmLoadError(f"unsupported instruction 0x{op:02x} in a global's initializer")
+
+
+_NUMERIC = {0x7F: "i32", 0x7E: "i64", 0x7D: "f32", 0x7C: "f64"}
+
+
+def _mutable_global_exports(data: bytes, name: str) -> list[str]:
+    """The export names of the module's mutable globals (one per global); refuses a mutable global
+    that is not exported, or not a number (fork could not copy it)."""
+    pos = 8
+    mutable: dict[int, int] = {}
+    exported: dict[int, str] = {}
+    while pos < len(data):
+        section = data[pos]
+        size, pos = _uleb(data, pos + 1)
+        end = pos + size
+        if section == 6:  # globals
+            count, p = _uleb(data, pos)
+            for i in range(count):
+                valtype = data[p]
+                p += 1
+                if valtype in (0x63, 0x64):  # (ref null? heaptype)
+                    _, p = _uleb(data, p)
+                if data[p]:
+                    mutable[i] = valtype
+                p = _skip_const_expr(data, p + 1)
+        elif section == 7:  # exports
+            count, p = _uleb(data, pos)
+            for _ in range(count):
+                n, p = _uleb(data, p)
+                export = data[p:p + n].decode("utf-8")
+                kind = data[p + n]
+                index, p = _uleb(data, p + n + 1)
+                if kind == 3:
+                    exported.setdefault(index, export)
+        pos = end
+    names = []
+    for index, valtype in sorted(mutable.items()):
+        if valtype not in _NUMERIC:
+            raise WasmLoadError(f"{name}: mutable global #{index} is not a number: a fork could not copy it")
+        if index not in exported:
+            raise WasmLoadError(f"{name}: mutable global #{index} is not exported, so a fork could not copy it "
+                                "(link with -Wl,--export-dynamic, as build_c does)")
+        names.append(exported[index])
+    return names
+
+
+def _signature(ty: Any) -> tuple[int, int] | None:
+    """(params, results) of a function type whose values are all i32, else None."""
+    kinds = [str(t) for t in (*ty.params, *ty.results)]
+    if any(k != "i32" for k in kinds):
+        return None
+    return len(ty.params), len(ty.results)
+
+
+def _describe_signature(sig: tuple[int, int]) -> str:
+    return f"({', '.join(['i32'] * sig[0])}) -> ({', '.join(['i32'] * sig[1])})"
+
+
+class WasmModule:
+    """A validated, compiled controller module, shared by every sequence that runs it."""
+
+    def __init__(self, data: bytes, *, name: str = "<module>", max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> None:
+        w = _wasmtime()
+        data = bytes(data)
+        if len(data) > max_bytes:
+            raise WasmLoadError(f"{name}: {len(data)} bytes, over the limit of {max_bytes} bytes for a module")
+        if data[:4] != b"\0asm":
+            raise WasmLoadError(f"{name}: not a WebAssembly binary (it does not start with \\0asm)")
+        if data[4:8] != b"\x01\0\0\0":
+            raise WasmLoadError(f"{name}: not a core WebAssembly module of version 1 (a component?)")
+        self.name = name
+        self.size = len(data)
+        self.engine = _shared_engine()
+        try:
+            self.module = w.Module(self.engine, data)
+        except w.WasmtimeError as exc:
+            raise WasmLoadError(f"{name}: invalid WebAssembly module: {_first_lines(str(exc))}") from None
+        self.import_names: list[str] = []
+        for imp in self.module.imports:
+            where = f"{imp.module}.{imp.name}"
+            if imp.module != "logitgate":
+                raise WasmLoadError(f"{name}: imports {where}, but a controller may only import the host functions "
+                                    f"of module 'logitgate' ({', '.join(_IMPORTS)})")
+            want = _IMPORTS.get(imp.name)
+            if want is None:
+                raise WasmLoadError(f"{name}: imports {where}, which is not a host function "
+                                    f"(they are: {', '.join(_IMPORTS)})")
+            if not isinstance(imp.type, w.FuncType) or _signature(imp.type) != want:
+                raise WasmLoadError(f"{name}: imports {where} with the wrong type; it is {_describe_signature(want)}")
+            self.import_names.append(imp.name)
+        exports = {e.name: e.type for e in self.module.exports}
+        memory = exports.get("memory")
+        if not isinstance(memory, w.MemoryType):
+            raise WasmLoadError(f"{name}: does not export its memory as 'memory'")
+        if memory.is_64 or memory.is_shared:
+            raise WasmLoadError(f"{name}: its memory must be a 32-bit, unshared memory")
+        missing = [e for e in _EXPORTS if e not in exports]
+        if missing:
+            raise WasmLoadError(f"{name}: does not export {', '.join(missing)} (a controller exports "
+                                f"memory, {', '.join(_EXPORTS)})")
+        for export, want in _EXPORTS.items():
+            ty = exports[export]
+            if not isinstance(ty, w.FuncType) or _signature(ty) != want:
+                raise WasmLoadError(f"{name}: exports {export} with the wrong type; it is {_describe_signature(want)}")
+        self.has_initialize = isinstance(exports.get("_initialize"), w.FuncType)
+        self.mutable_globals = _mutable_global_exports(data, name)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, name: str = "<bytes>",
+                   max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> WasmModule:
+        return cls(data, name=name, max_bytes=max_bytes)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> WasmModule:
+        path = Path(path)
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise WasmLoadError(f"{path.name}: {size} bytes, over the limit of {max_bytes} bytes for a module")
+        return cls(path.read_bytes(), name=path.name, max_bytes=max_bytes)
+
+    @classmethod
+    def from_wat(cls, text: str, *, name: str = "<wat>", max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> WasmModule:
+        """A module from WebAssembly text (handy for small tests)."""
+        w = _wasmtime()
+        try:
+            data = w.wat2wasm(text)
+        except w.WasmtimeError as exc:
+            raise WasmLoadError(f"{name}: invalid WebAssembly text: {_first_lines(str(exc))}") from None
+        return cls(data, name=name, max_bytes=max_bytes)
+
+    def controller_factory(self, limits: WasmLimits = WasmLimits(), arg: bytes | str = b"",
+                           ) -> Callable[[ControllerHost], WasmController]:
+        """``host -> WasmController``: the ``controller_factory`` of ``run_controller``."""
+        data = arg.encode() if isinstance(arg, str) else bytes(arg)
+
+        def factory(host: ControllerHost) -> WasmController:
+            return WasmController(self, host, limits, data)
+
+        return factory
+
+    def __repr__(self) -> str:
+        return f"WasmModule({self.name!r}, {self.size} bytes, imports={self.import_names})"
+
+
+def _first_lines(text: str, n: int = 3) -> str:
+    return " / ".join(line.strip() for line in text.strip().splitlines()[:n] if line.strip())
+
+
+def _trap_cause(exc: Exception) -> str:
+    """The "wasm trap: ..." line of a wasmtime error (its backtrace left out)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("wasm trap:"):
+            return line[len("wasm trap:"):].strip()
+    return lines[-1] if lines else type(exc).__name__
+
+
+class WasmController(Controller):
+    """One sequence's controller: a wasmtime store and instance of ``module`` (see the module
+    docstring for the ABI)."""
+
+    def __init__(self, module: WasmModule, host: ControllerHost, limits: WasmLimits = WasmLimits(),
+                 arg: bytes = b"", *, _parent: WasmController | None = None) -> None:
+        w = _wasmtime()
+        self._w = w
+        self.module = module
+        self.host = host
+        self.limits = limits
+        self.arg = bytes(arg)
+        self._call_name = "instantiation"
+        self._fuel_given = limits.fuel_init_prompt
+        self._mid: MidResult | None = None
+        self._log_bytes = 0
+        self._dead: str | None = None
+        self._constraints: list[Matcher | None] = (
+            [m.fork() if m is not None else None for m in _parent._constraints] if _parent is not None else [])
+        tok = host.tokenizer
+        self._mask_words = (tok.vocab_size + 31) // 32
+        store = self._store = w.Store(module.engine)
+        store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=1,
+                         tables=4, memories=1)
+        funcs = []
+        for name in module.import_names:
+            params, results = _IMPORTS[name]
+            ty = w.FuncType([w.ValType.i32()] * params, [w.ValType.i32()] * results)
+            funcs.append(w.Func(store, ty, getattr(self, "_h_" + name), access_caller=True))
+        store.set_fuel(limits.fuel_init_prompt)
+        try:
+            instance = w.Instance(store, module.module, funcs)
+        except w.Trap as exc:
+            raise WasmTrap(self._trap_message(exc)) from None
+        except w.WasmtimeError as exc:
+            raise WasmTrap(f"{module.name} could not be instantiated: {_trap_cause(exc)} "
+                           f"(memory limit {limits.memory_bytes} bytes)") from None
+        ex = instance.exports(store)
+        self._memory = ex["memory"]
+        self._exports = {name: ex[name] for name in _EXPORTS}
+        self._globals = [ex[name] for name in module.mutable_globals]
+        if _parent is not None:
+            self._copy_state(_parent)
+        elif module.has_initialize:
+            self._begin("init_prompt")
+            self._invoke(ex["_initialize"])
+
+    # -- the controller protocol ---------------------------------------------------------------
+    def init_prompt(self, prompt: list[int]) -> None:
+        self._begin("init_prompt")
+        ptr = self._pass_ints(prompt)
+        self._invoke(self._exports["lg_init_prompt"], ptr, len(prompt))
+
+    def pre_process(self) -> PreResult:
+        self._begin("pre_process")
+        r = self._invoke(self._exports["lg_pre_process"])
+        if r == 1:
+            return Continue()
+        if r == 0:
+            return Stop()
+        if r == -1:
+            return Suspend()
+        if r >= 2:
+            return Fork(r)
+        raise self._fail(WasmError(f"lg_pre_process returned {r}: not 1 (continue), 0 (stop), -1 (suspend) "
+                                   "or n >= 2 (fork)"))
+
+    def mid_process(self, fork_group: list[int]) -> MidResult:
+        self._begin("mid_process")
+        self._mid = None
+        ptr = self._pass_ints(fork_group)
+        r = self._invoke(self._exports["lg_mid_process"], ptr, len(fork_group))
+        mid, self._mid = self._mid, None
+        if r == 0:
+            return Stop()
+        if r == 1:
+            return mid if mid is not None else SampleWithBias(None)
+        raise self._fail(WasmError(f"lg_mid_process returned {r}: not 1 (go on) or 0 (stop)"))
+
+    def post_process(self, tokens: list[int], backtrack: int = 0) -> PostResult:
+        self._begin("post_process")
+        ptr = self._pass_ints(tokens)
+        r = self._invoke(self._exports["lg_post_process"], ptr, len(tokens), backtrack)
+        if r == 1:
+            return Continue()
+        if r == 0:
+            return Stop()
+        raise self._fail(WasmError(f"lg_post_process returned {r}: not 1 (continue) or 0 (stop)"))
+
+    def fork(self, host: ControllerHost) -> WasmController:
+        if self._dead is not None:
+            raise WasmError(f"cannot fork a failed controller ({self._dead})")
+        return WasmController(self.module, host, self.limits, self.arg, _parent=self)
+
+    def close(self) -> None:
+        """Drop the instance (its memory) and the constraint handles."""
+        self._constraints = []
+        self._exports = {}
+        self._globals = []
+        if self._dead is None:
+            self._dead = "closed"
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    # -- calling the module ----------------------------------------------------------------------
+    def _begin(self, call: str) -> None:
+        if self._dead is not None:
+            raise WasmError(f"the controller cannot run {call}: {self._dead}")
+        self._call_name = call
+        self._fuel_given = self.limits.fuel(call)
+        self._store.set_fuel(self._fuel_given)
+
+    def _invoke(self, func: Any, *args: int) -> Any:
+        w = self._w
+        try:
+            return func(self._store, *args)
+        except w.Trap as exc:
+            raise self._fail(WasmTrap(self._trap_message(exc))) from None
+        except w.WasmtimeError as exc:
+            raise self._fail(WasmTrap(f"{self._call_name} failed: {_trap_cause(exc)}{self._memory_note()}")) from None
+        except Exception as exc:  # a host function's error: it ends the sequence too
+            self._dead = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _fail(self, exc: WasmError) -> WasmError:
+        self._dead = str(exc)
+        return exc
+
+    def _trap_message(self, exc: Any) -> str:
+        w = self._w
+        if getattr(exc, "trap_code", None) == w.TrapCode.OUT_OF_FUEL:
+            msg = f"ran out of fuel ({self._fuel_given}) in {self._call_name}"
+        else:
+            msg = f"trap in {self._call_name}: {_trap_cause(exc)}"
+        return msg + self._memory_note()
+
+    def _memory_note(self) -> str:
+        memory = getattr(self, "_memory", None)
+        if memory is not None and memory.data_len(self._store) + _PAGE > self.limits.memory_bytes:
+            return f" (its memory is at the memory limit of {self.limits.memory_bytes} bytes: memory.grow fails there)"
+        return ""
+
+    def _pass_ints(self, values: Sequence[int]) -> int:
+        """Copy int32 values into the module (``lg_alloc``); their address (0 when empty)."""
+        if not values:
+            return 0
+        data = np.asarray(values, dtype="<i4").tobytes()
+        ptr = self._invoke(self._exports["lg_alloc"], len(data))
+        addr = self._span(self._store, ptr, len(data), "lg_alloc's buffer")
+        ctypes.memmove(addr, data, len(data))
+        return ptr
+
+    def _copy_state(self, parent: WasmController) -> None:
+        src, dst = parent._memory, self._memory
+        pages = src.size(parent._store) - dst.size(self._store)
+        if pages > 0 and dst.grow(self._store, pages) < 0:
+            raise WasmTrap(f"fork: the clone's memory cannot grow to {src.data_len(parent._store)} bytes")
+        n = src.data_len(parent._store)
+        ctypes.memmove(self._base(self._store), parent._base(parent._store), n)
+        for theirs, mine in zip(parent._globals, self._globals):
+            mine.set_value(self._store, theirs.value(parent._store))
+
+    # -- memory access for host functions ---------------------------------------------------------
+    def _base(self, store: Any) -> int:
+        return ctypes.cast(self._memory.data_ptr(store), ctypes.c_void_p).value or 0
+
+    def _span(self, caller: Any, ptr: int, n: int, what: str) -> int:
+        """The host address of ``n`` bytes at ``ptr`` in the module's memory; bounds-checked."""
+        if n < 0:
+            raise WasmHostError(f"{what}: negative length {n}")
+        ptr &= 0xFFFFFFFF
+        size = self._memory.data_len(caller)
+        if ptr + n > size:
+            raise WasmHostError(f"{what}: {n} bytes at {ptr:#x} are outside the module's memory of {size} bytes")
+        return self._base(caller) + ptr
+
+    def _read(self, caller: Any, ptr: int, n: int, what: str) -> bytes:
+        addr = self._span(caller, ptr, n, what)
+        self._charge(caller, n)
+        return ctypes.string_at(addr, n) if n else b""
+
+    def _write(self, caller: Any, ptr: int, data: bytes, what: str) -> None:
+        addr = self._span(caller, ptr, len(data), what)
+        self._charge(caller, len(data))
+        if data:
+            ctypes.memmove(addr, data, len(data))
+
+    def _write_capped(self, caller: Any, out: int, cap: int, data: bytes, what: str) -> int:
+        """Copy the first ``cap`` bytes of ``data`` to ``out``; ``len(data)``."""
+        self._write(caller, out, data[:max(cap, 0)], what)
+        return len(data)
+
+    def _write_ints(self, caller: Any, out: int, cap: int, values: Sequence[int], what: str) -> int:
+        data = np.asarray(values[:max(cap, 0)], dtype="<i4").tobytes()
+        self._write(caller, out, data, what)
+        return len(values)
+
+    def _charge(self, caller: Any, units: int) -> None:
+        """Host work costs fuel too: one unit per byte copied."""
+        if units <= 0:
+            return
+        store_type = self._w.Store
+        left = store_type.get_fuel(caller)
+        if units > left:
+            raise WasmTrap(f"ran out of fuel ({self._fuel_given}) in {self._call_name} (in a host function)")
+        store_type.set_fuel(caller, left - units)
+
+    def _text(self, caller: Any, ptr: int, n: int, what: str) -> str:
+        data = self._read(caller, ptr, n, what)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WasmHostError(f"{what}: {data[:40]!r} is not UTF-8") from None
+
+    def _matcher(self, h: int, what: str) -> Matcher:
+        m = self._constraints[h] if 0 <= h < len(self._constraints) else None
+        if m is None:
+            raise WasmHostError(f"{what}: {h} is not a live constraint handle")
+        return m
+
+    def _log(self, text: str) -> None:
+        room = self.limits.max_log_bytes - self._log_bytes
+        if room <= 0:
+            return
+        data = text.encode("utf-8", errors="replace")
+        if len(data) > room:
+            text = data[:room].decode("utf-8", errors="ignore") + (
+                f"\n[logitgate] log truncated at {self.limits.max_log_bytes} bytes\n")
+        self._log_bytes += len(data)
+        self.host.log.write(text)
+
+    def _mask_out(self, caller: Any, out: int, words: np.ndarray, what: str) -> int:
+        self._write(caller, out, np.ascontiguousarray(words, dtype="<i4").tobytes(), what)
+        return self._mask_words
+
+    # -- host functions (see the module docstring) ---------------------------------------------
+    def _h_vocab_size(self, caller: Any) -> int:
+        return self.host.tokenizer.vocab_size
+
+    def _h_eos_token(self, caller: Any) -> int:
+        return self.host.eos_token
+
+    def _h_token_bytes(self, caller: Any, tok: int, out: int, cap: int) -> int:
+        t = self.host.tokenizer
+        if not 0 <= tok < t.vocab_size:
+            return -1
+        return self._write_capped(caller, out, cap, t.tokens[tok] if tok < t.n_tokens else b"", "token_bytes")
+
+    def _h_tokenize(self, caller: Any, ptr: int, n: int, out: int, cap: int) -> int:
+        data = self._read(caller, ptr, n, "tokenize")
+        try:
+            ids = self.host.tokenize_bytes(data)
+        except ControllerError as exc:
+            self._log(f"tokenize: {exc}\n")
+            return -1
+        return self._write_ints(caller, out, cap, ids, "tokenize")
+
+    def _h_self_seq_id(self, caller: Any) -> int:
+        return self.host.seq_id
+
+    def _h_module_arg(self, caller: Any, out: int, cap: int) -> int:
+        return self._write_capped(caller, out, cap, self.arg, "module_arg")
+
+    def _h_var_get(self, caller: Any, name_ptr: int, name_len: int, out: int, cap: int) -> int:
+        value = self.host.variables.get(self._text(caller, name_ptr, name_len, "var_get"))
+        if value is None:
+            return -1
+        return self._write_capped(caller, out, cap, value, "var_get")
+
+    def _h_var_set(self, caller: Any, name_ptr: int, name_len: int, val_ptr: int, val_len: int) -> None:
+        name = self._text(caller, name_ptr, name_len, "var_set")
+        if val_len > self.limits.max_variable_bytes:
+            raise WasmHostError(f"var_set: {val_len} bytes for {name!r}, over the limit of "
+                                f"{self.limits.max_variable_bytes} bytes per variable")
+        self.host.variables.set(name, self._read(caller, val_ptr, val_len, "var_set"))
+
+    def _h_var_append(self, caller: Any, name_ptr: int, name_len: int, val_ptr: int, val_len: int) -> None:
+        name = self._text(caller, name_ptr, name_len, "var_append")
+        value = self._read(caller, val_ptr, val_len, "var_append")
+        old = self.host.variables.get(name) or b""
+        if len(old) + len(value) > self.limits.max_variable_bytes:
+            raise WasmHostError(f"var_append: {name!r} would hold {len(old) + len(value)} bytes, over the limit of "
+                                f"{self.limits.max_variable_bytes} bytes per variable")
+        self.host.variables.append(name, value)
+
+    def _h_log(self, caller: Any, ptr: int, n: int) -> None:
+        self._log(self._read(caller, ptr, n, "log").decode("utf-8", errors="replace"))
+
+    def _h_regex_new(self, caller: Any, ptr: int, n: int) -> int:
+        try:
+            regex = self._read(caller, ptr, n, "regex_new").decode("utf-8")
+        except UnicodeDecodeError:
+            self._log("regex_new: the regex is not UTF-8\n")
+            return -1
+        live = sum(m is not None for m in self._constraints)
+        if live >= self.limits.max_constraints:
+            self._log(f"regex_new: {live} constraints are live, the limit is {self.limits.max_constraints}\n")
+            return -2
+        try:
+            compiled = compile_grammar(Grammar.from_regex(regex), self.host.tokenizer)
+        except LogitgateError as exc:
+            self._log(f"regex_new: {type(exc).__name__}: {exc}\n")
+            return -1
+        matcher = Matcher(compiled, max_rollback=-1)
+        for h, m in enumerate(self._constraints):
+            if m is None:
+                self._constraints[h] = matcher
+                return h
+        self._constraints.append(matcher)
+        return len(self._constraints) - 1
+
+    def _h_constraint_mask(self, caller: Any, h: int, out: int) -> int:
+        bm = np.empty((1, self._mask_words), dtype=np.int32)
+        self._matcher(h, "constraint_mask").fill_next_token_bitmask(bm, 0)
+        return self._mask_out(caller, out, bm[0], "constraint_mask")
+
+    def _h_constraint_accept(self, caller: Any, h: int, tok: int) -> int:
+        m = self._matcher(h, "constraint_accept")
+        try:
+            return int(m.accept_token(tok))
+        except (IndexError, LogitgateError):
+            return 0
+
+    def _h_constraint_rollback(self, caller: Any, h: int, n: int) -> int:
+        m = self._matcher(h, "constraint_rollback")
+        try:
+            m.rollback(n)
+        except ValueError:
+            return 0
+        return 1
+
+    def _h_constraint_is_accepting(self, caller: Any, h: int) -> int:
+        return int(self._matcher(h, "constraint_is_accepting").is_accepting())
+
+    def _h_constraint_free(self, caller: Any, h: int) -> None:
+        self._matcher(h, "constraint_free")
+        self._constraints[h] = None
+
+    def _h_dfa_mask(self, caller: Any, table_ptr: int, n_states: int, accept_ptr: int, state: int, out: int) -> int:
+        if not 1 <= n_states <= self.limits.max_dfa_states:
+            raise WasmHostError(f"dfa_mask: {n_states} states, not in [1, {self.limits.max_dfa_states}]")
+        if not 0 <= state < n_states:
+            raise WasmHostError(f"dfa_mask: state {state} is not in [0, {n_states})")
+        raw = self._read(caller, table_ptr, n_states * 256 * 4, "dfa_mask table")
+        table = np.frombuffer(raw, dtype="<i4").astype(np.int32, copy=False).reshape(n_states, 256)
+        if int(table.min()) < -1 or int(table.max()) >= n_states:
+            raise WasmHostError(f"dfa_mask: the table has a next state outside [-1, {n_states})")
+        accept = self._read(caller, accept_ptr, n_states, "dfa_mask accept")
+        tok = self.host.tokenizer
+        trie = tok.trie
+        self._charge(caller, trie.n_tokens)
+        words = np.zeros(self._mask_words, dtype=np.uint32)
+        if not table.flags.writeable:
+            table = np.ascontiguousarray(table)
+        table.setflags(write=False)
+        trie_kernels.fill_mask_dfa(table, np.int32(state), trie.nodes, trie.subtree_end, trie.dup_first,
+                                   trie.dup_other, trie.max_depth, words)
+        if accept[state]:
+            for t in tok.eos_token_ids:
+                words[t >> 5] |= np.uint32(1 << (t & 31))
+        return self._mask_out(caller, out, words.view(np.int32), "dfa_mask")
+
+    def _h_sample_mask(self, caller: Any, ptr: int) -> int:
+        raw = self._read(caller, ptr, self._mask_words * 4, "sample_mask")
+        self._mid = SampleWithBias(np.frombuffer(raw, dtype="<i4").astype(np.int32))
+        return 1
+
+    def _h_sample_constraint(self, caller: Any, h: int) -> int:
+        bm = np.empty((1, self._mask_words), dtype=np.int32)
+        self._matcher(h, "sample_constraint").fill_next_token_bitmask(bm, 0)
+        self._mid = SampleWithBias(bm[0])
+        return 1
+
+    def _h_splice(self, caller: Any, backtrack: int, ptr: int, n: int) -> int:
+        if backtrack < 0:
+            raise WasmHostError(f"splice: backtrack {backtrack} is negative")
+        raw = self._read(caller, ptr, 4 * n, "splice")
+        self._mid = Splice(backtrack, [int(t) for t in np.frombuffer(raw, dtype="<i4")])
+        return 1
+
+    def __repr__(self) -> str:
+        return f"WasmController({self.module.name!r}, seq_id={self.host.seq_id})"
+
+
+# -- building C controllers ------------------------------------------------------------------------
+def _c_compiler() -> list[str]:
+    """The command that compiles C to wasm32: zig's clang (the ``ziglang`` package), else a clang
+    with a wasm32 target and wasm-ld on PATH."""
+    if importlib.util.find_spec("ziglang") is not None:
+        return [sys.executable, "-m", "ziglang", "cc", "--target=wasm32-freestanding"]
+    clang = shutil.which("clang")
+    if clang is not None and shutil.which("wasm-ld") is not None:
+        return [clang, "--target=wasm32"]
+    raise WasmBuildError("no C compiler for wasm32: pip install ziglang (or install clang and lld)")
+
+
+def build_c(sources: Iterable[str | os.PathLike[str]], out_path: str | os.PathLike[str], *,
+            include_dirs: Iterable[str | os.PathLike[str]] = (), flags: Iterable[str] = ("-O2",),
+            timeout: float = 300.0) -> Path:
+    """Compile C ``sources`` (with ``logitgate_ctrl.h`` on the include path) into the controller
+    module ``out_path``: freestanding wasm32, no libc, every non-static symbol and the stack
+    pointer exported, a 64 KiB stack."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [*_c_compiler(), *flags, "-nostdlib", "-mbulk-memory", "-Wl,--no-entry", "-Wl,--export-dynamic",
+           "-Wl,-z,stack-size=65536", "-I", str(C_SOURCES), *(f"-I{d}" for d in include_dirs), "-o", str(out),
+           *(str(s) for s in sources)]
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WasmBuildError(f"{' '.join(cmd)}: {exc}") from exc
+    if proc.returncode != 0:
+        raise WasmBuildError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")
+    return out
