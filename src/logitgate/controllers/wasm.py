@@ -68,6 +68,7 @@ pointer) and of the constraint handles. Tables are not copied (C never changes t
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import importlib.util
 import os
@@ -211,7 +212,15 @@ def _shared_engine() -> Any:
                 except (AttributeError, w.WasmtimeError):  # pragma: no cover - older wasmtime
                     pass
             _engine = w.Engine(cfg)
+            atexit.register(_drop_engine)
         return _engine
+
+
+def _drop_engine() -> None:
+    """Let the engine go before interpreter shutdown tears down wasmtime's bindings (its
+    finalizer would fail then)."""
+    global _engine
+    _engine = None
 
 
 # -- reading a module's binary: the globals fork must copy ---------------------------------------
@@ -393,11 +402,11 @@ def _first_lines(text: str, n: int = 3) -> str:
 
 
 def _trap_cause(exc: Exception) -> str:
-    """The "wasm trap: ..." line of a wasmtime error (its backtrace left out)."""
+    """The "wasm trap: ..." part of a wasmtime error (its backtrace left out)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     for line in lines:
-        if line.startswith("wasm trap:"):
-            return line[len("wasm trap:"):].strip()
+        if "wasm trap:" in line:
+            return line.split("wasm trap:", 1)[1].strip()
     return lines[-1] if lines else type(exc).__name__
 
 
@@ -539,9 +548,14 @@ class WasmController(Controller):
         return msg + self._memory_note()
 
     def _memory_note(self) -> str:
+        """A note on the memory when it is near its limit (within 1/8 of it, or 1 MiB): a
+        ``memory.grow`` past the limit fails (-1), so a module that ignores that traps later."""
         memory = getattr(self, "_memory", None)
-        if memory is not None and memory.data_len(self._store) + _PAGE > self.limits.memory_bytes:
-            return f" (its memory is at the memory limit of {self.limits.memory_bytes} bytes: memory.grow fails there)"
+        if memory is None:
+            return ""
+        used, limit = memory.data_len(self._store), self.limits.memory_bytes
+        if limit - used <= max(limit // 8, 1 << 20):
+            return f" (its memory is {used} bytes, near the memory limit of {limit} bytes: memory.grow fails past it)"
         return ""
 
     def _pass_ints(self, values: Sequence[int]) -> int:
@@ -623,14 +637,16 @@ class WasmController(Controller):
         return m
 
     def _log(self, text: str) -> None:
-        room = self.limits.max_log_bytes - self._log_bytes
-        if room <= 0:
+        limit = self.limits.max_log_bytes
+        if self._log_bytes > limit:  # already cut off
             return
         data = text.encode("utf-8", errors="replace")
-        if len(data) > room:
-            text = data[:room].decode("utf-8", errors="ignore") + (
-                f"\n[logitgate] log truncated at {self.limits.max_log_bytes} bytes\n")
-        self._log_bytes += len(data)
+        if self._log_bytes + len(data) > limit:
+            text = data[:limit - self._log_bytes].decode("utf-8", errors="ignore") + (
+                f"\n[logitgate] log truncated at {limit} bytes\n")
+            self._log_bytes = limit + 1
+        else:
+            self._log_bytes += len(data)
         self.host.log.write(text)
 
     def _mask_out(self, caller: Any, out: int, words: np.ndarray, what: str) -> int:
