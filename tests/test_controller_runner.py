@@ -116,7 +116,7 @@ class Steps(Controller):
 
 
 def run(tok, target: bytes, steps, **kw):
-    model = ScriptedModel(tok, target)
+    model = ScriptedModel(tok, target, strict=False)
     return run_controller(lambda host: Steps(host, steps), model, "prompt", **kw)
 
 
@@ -158,7 +158,7 @@ def test_suspended_branch_resumes_when_the_variable_appears(tok_spm):
                     self.steps[self.i:self.i] = [("mark",), ("text", " one"), ("text", " two"), ("store", "x")]
             return super()._control()
 
-    model = ScriptedModel(tok_spm, b"")
+    model = ScriptedModel(tok_spm, b"", strict=False)
     res = run_controller(lambda h: Waiter(h, [("fork", 2), ("branch0_waits",)]), model, "p")
     zero, one = res.sequences
     assert res.variables == {"x1": b" one two", "y0": b" after"}
@@ -175,7 +175,7 @@ def test_a_failing_branch_ends_alone(tok_spm):
                 raise RuntimeError("branch 1 breaks")
             return super().pre_process()
 
-    model = ScriptedModel(tok_spm, b"")
+    model = ScriptedModel(tok_spm, b"", strict=False)
     res = run_controller(lambda h: Flaky(h, [("fork", 2), ("text", " a"), ("text", " b"), ("mark",)]), model, "p")
     ok, bad = res.sequences
     assert ok.error is None and ok.text == " a b"
@@ -194,14 +194,14 @@ def test_protocol_errors_are_reported(tok_spm):
         def mid_process(self, fork_group):
             return Splice(5, [])
 
-    res = run_controller(lambda h: Bad(h, [("text", "x")]), ScriptedModel(tok_spm, b""), "p")
+    res = run_controller(lambda h: Bad(h, [("text", "x")]), ScriptedModel(tok_spm, b"", strict=False), "p")
     assert "backtracks 5 tokens" in res.sequences[0].error
 
     class Wrong(Steps):
         def mid_process(self, fork_group):
             return SampleWithBias(np.zeros(3, dtype=np.int32))
 
-    res = run_controller(lambda h: Wrong(h, [("text", "x")]), ScriptedModel(tok_spm, b""), "p")
+    res = run_controller(lambda h: Wrong(h, [("text", "x")]), ScriptedModel(tok_spm, b"", strict=False), "p")
     assert "bitmask" in res.sequences[0].error
 
 
@@ -213,7 +213,7 @@ def test_events_stream_text_logs_and_ends(tok_spm):
             print("posted", len(tokens), file=self.host.log)
             return super().post_process(tokens, backtrack)
 
-    model = ScriptedModel(tok_spm, b"")
+    model = ScriptedModel(tok_spm, b"", strict=False)
     run_controller(lambda h: Talker(h, [("text", "Hi"), ("fork", 2), ("text", "!")]), model, "p",
                    on_event=lambda i, k, d: events.append((i, k, d)))
     kinds = {(i, k) for i, k, _ in events}

@@ -53,10 +53,11 @@ import time
 import traceback
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import Pipe, reduction
 from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -69,11 +70,12 @@ from .protocol import (
     MidResult,
     PostResult,
     PreResult,
+    Continue,
     SampleWithBias,
     Stop,
     VariableStore,
 )
-from .runner import Limits
+from .runner import _CHAIN_BREAKS, Call, CallFailed, Limits, PipelinedController
 
 __all__ = [
     "ControllerTimeout",
@@ -88,15 +90,21 @@ __all__ = [
 class ControllerTimeout(ControllerError):
     """A worker did not answer a call within its limit (it was killed)."""
 
+    logged = True  # the cause is in the sequence's log already
+
 
 class WorkerDied(ControllerError):
     """A worker exited or was killed by a signal during a call."""
+
+    logged = True  # the cause is in the sequence's log already
 
 
 class RemoteError(ControllerError):
     """The controller raised in its worker (the worker's traceback is in the sequence's log). The
     exception raised here is a subclass named as the worker's exception (``ValueError`` ...), so
     the runner's message reads as in-process."""
+
+    logged = True  # the worker's traceback is in the sequence's log already
 
 
 _remote_types: dict[str, type[RemoteError]] = {}
@@ -123,6 +131,23 @@ def _become_subreaper() -> bool:
         except (OSError, AttributeError):
             pass
     return _subreaper_done
+
+
+def _block_size(n_words: int) -> int:
+    """Bytes of a worker's shared block: the mask words, then (8-aligned) two float64: the index
+    of the call of a chain the worker is running and when it started (``time.perf_counter``, the
+    system's monotonic clock, the same in every process)."""
+    return _status_offset(n_words) + 16
+
+
+def _status_offset(n_words: int) -> int:
+    return (n_words * 4 + 7) // 8 * 8
+
+
+def _views(buf: Any, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mask words and the status pair of a shared block."""
+    return (np.ndarray((n_words,), np.int32, buffer=buf),
+            np.ndarray((2,), np.float64, buffer=buf, offset=_status_offset(n_words)))
 
 
 def _delta(old: list[int], new: list[int]) -> tuple[int, list[int]] | None:
@@ -191,7 +216,7 @@ class _Worker:
     def __init__(self, conn: Connection, buf: Any, n_words: int) -> None:
         self.conn = conn
         self.buf = buf
-        self.mask = np.ndarray((n_words,), np.int32, buffer=buf)
+        self.mask, self.progress = _views(buf, n_words)
         self.n_words = n_words
         self.host: ControllerHost | None = None
         self.ctrl: Controller | None = None
@@ -249,9 +274,9 @@ class _Worker:
             toks.extend(tail)
             self.synced = list(toks)
 
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException, call: str = "init_prompt") -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.reply(("err", type(exc).__name__, str(exc), tb))
+        self.reply(("err", type(exc).__name__, str(exc), tb, call, []))
 
     def loop(self) -> None:
         while True:
@@ -269,29 +294,45 @@ class _Worker:
                 self.sync(msg[-1])
                 ctrl = self.ctrl
                 assert ctrl is not None
-                if op == "init_prompt":
-                    ctrl.init_prompt(list(msg[1]))
-                    self.reply(("ok", None))
-                elif op == "pre_process":
-                    self.reply(("ok", ctrl.pre_process()))
-                elif op == "mid_process":
-                    r = ctrl.mid_process(list(msg[1]))
-                    if isinstance(r, SampleWithBias):
-                        if r.bitmask is None:
-                            self.reply(("nomask",))
-                            continue
-                        bm = np.asarray(r.bitmask)
-                        if bm.dtype == np.int32 and bm.ndim == 1 and bm.shape[0] <= self.n_words:
-                            self.mask[:bm.shape[0]] = bm
-                            self.reply(("mask", int(bm.shape[0])))
-                            continue
-                    self.reply(("ok", r))  # anything else, a bad bitmask included: the runner judges it
-                elif op == "post_process":
-                    self.reply(("ok", ctrl.post_process(list(msg[1]), int(msg[2]))))
+                if op == "chain":
+                    self.chain(ctrl, msg[1])
                 else:
                     raise ControllerError(f"unknown command {op!r}")
             except BaseException as exc:  # noqa: BLE001 (everything goes back to the parent)
                 self.fail(exc)
+
+    def result(self, r: object) -> object:
+        """A result as it travels: a bitmask goes into the shared block (``("mask", words)``)."""
+        if isinstance(r, SampleWithBias):
+            if r.bitmask is None:
+                return ("nomask",)
+            bm = np.asarray(r.bitmask)
+            if bm.dtype == np.int32 and bm.ndim == 1 and bm.shape[0] <= self.n_words:
+                self.mask[:bm.shape[0]] = bm
+                return ("mask", int(bm.shape[0]))
+        return r  # anything else, a bad bitmask included: the runner judges it
+
+    def chain(self, ctrl: Controller, calls: list[tuple[str, tuple]]) -> None:
+        """Run a chain of calls (``runner.run_chain``'s rule), publishing in the shared block which
+        call runs since when, so that the parent can enforce each call's own limit."""
+        results: list[object] = []
+        times: list[float] = []
+        progress = self.progress
+        for i, (name, args) in enumerate(calls):
+            t = time.perf_counter()
+            progress[1] = t
+            progress[0] = i
+            try:
+                r = getattr(ctrl, name)(*args)
+            except BaseException as exc:  # noqa: BLE001
+                tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                self.reply(("err", type(exc).__name__, str(exc), tb, name, times))
+                return
+            times.append(time.perf_counter() - t)
+            results.append(r)
+            if name in _CHAIN_BREAKS and not isinstance(r, Continue):
+                break
+        self.reply(("chain", [self.result(r) for r in results], times))
 
     def do_fork(self, new_id: int) -> None:
         """Fork the new sequence's worker: it gets a new channel and mask block (their descriptors
@@ -317,9 +358,9 @@ class _Worker:
             self.conn = Connection(conn_fd)
             old.close()
             import mmap
-            self.buf = mmap.mmap(shm_fd, self.n_words * 4)
+            self.buf = mmap.mmap(shm_fd, _block_size(self.n_words))
             os.close(shm_fd)
-            self.mask = np.ndarray((self.n_words,), np.int32, buffer=self.buf)
+            self.mask, self.progress = _views(self.buf, self.n_words)
             self._capture_fds()
             host = self.host
             assert host is not None
@@ -399,6 +440,8 @@ class _Handle:
     alive: bool = True
     status: int | None = None
     mask: np.ndarray | None = field(default=None, repr=False)
+    progress: np.ndarray | None = field(default=None, repr=False)
+    """The worker's (call index, start time) pair in the shared block."""
     ended: Any = field(default=None, repr=False)
     """Where to record this worker when it ends (``ProcessControllers.ended``)."""
 
@@ -427,7 +470,7 @@ def _end_worker(h: _Handle, graceful: bool = False) -> None:
             h.conn.close()
         except OSError:
             pass
-        h.mask = None
+        h.mask = h.progress = None
         try:
             h.shm.close()
         except BufferError:
@@ -489,9 +532,9 @@ class ProcessControllers:
         if len(self.live_workers()) >= self.limits.max_sequences:
             raise ControllerError(f"a new worker would exceed {self.limits.max_sequences} live sequences")
         ours, theirs = Pipe(duplex=True)
-        shm = SharedMemory(create=True, size=max(4, n_words * 4))
+        shm = SharedMemory(create=True, size=_block_size(n_words))
         h = _Handle(seq_id, ours, shm, ended=self.ended)
-        h.mask = np.ndarray((n_words,), np.int32, buffer=shm.buf)
+        h.mask, h.progress = _views(shm.buf, n_words)
         self._key += 1
         self.handles[self._key] = h
         return h, theirs
@@ -522,8 +565,11 @@ def remote_factory(factory: Callable[[ControllerHost], Controller], limits: Limi
     return ProcessControllers(factory, limits, memory_limit=memory_limit)
 
 
-class RemoteController(Controller):
-    """The parent-side proxy of a controller that runs in a worker process."""
+class RemoteController(PipelinedController):
+    """The parent-side proxy of a controller that runs in a worker process. Every call is a chain
+    (``runner.run_chain``) sent as one message; the runner starts chains on many workers before it
+    collects them (``finish_many``), so the workers run in parallel with each other and with the
+    model."""
 
     def __init__(self, runtime: ProcessControllers, handle: _Handle, host: ControllerHost, n_words: int,
                  sent: list[int] | None = None) -> None:
@@ -532,6 +578,8 @@ class RemoteController(Controller):
         self.host = host
         self.n_words = n_words
         self._sent = list(host.tokens) if sent is None else sent
+        self._chain: list[str] = []
+        self._sent_at = 0.0
 
     @property
     def pid(self) -> int:
@@ -552,78 +600,182 @@ class RemoteController(Controller):
     def _died(self, what: str) -> None:
         h = self.handle
         _end_worker(h)
+        self.host.log.write(f"\n[logitgate] the worker (pid {h.pid}) of sequence {self.host.seq_id} died during "
+                            f"{what}: {_status_text(h.status)}\n")
         raise WorkerDied(f"the worker of sequence {self.host.seq_id} (pid {h.pid}) died during {what}: "
-                         f"{_status_text(h.status)}")
+                         f"{_status_text(h.status)}") from None
+
+    def _timeout(self, what: str, limit: float) -> None:
+        h = self.handle
+        _end_worker(h)
+        self.host.log.write(f"\n[logitgate] the worker (pid {h.pid}) was killed: {what} did not return within "
+                            f"its limit of {limit * 1e3:.0f} ms\n")
+        raise ControllerTimeout(f"{what} did not return within its limit of {limit * 1e3:.0f} ms "
+                                f"(the worker was killed)")
+
+    def _handle_msg(self, msg: tuple, what: str, expect: str) -> tuple | None:
+        """Act on one message from the worker: answer a variable request (None), or return the
+        final reply, having applied its token changes and log (an ``err`` reply raises)."""
+        host = self.host
+        if msg[0] == "var":
+            _, op, args = msg
+            try:
+                value = getattr(host.variables, op)(*args)
+            except Exception as exc:  # noqa: BLE001
+                value = None
+                host.log.write(f"[logitgate] variables.{op} failed: {exc!r}\n")
+            self.handle.conn.send(("varres", value))
+            return None
+        back, log = msg[-2], msg[-1]
+        if log:
+            host.log.write(log)
+        if back is not None:  # the controller changed host.tokens (as an in-process one may)
+            keep, tail = back
+            del host.tokens[keep:]
+            host.tokens.extend(tail)
+            self._sent = list(host.tokens)
+        if msg[0] == "err":
+            name, text, tb, call = msg[1:5]
+            host.log.write(tb)
+            _end_worker(self.handle)
+            exc = _remote_error(name, text)
+            if expect == "hello":  # building the controller failed
+                raise exc
+            raise CallFailed(call, exc)
+        if msg[0] == "hello":
+            if expect != "hello":
+                raise ControllerError(f"unexpected hello from the worker during {what}")
+            self.handle.pid = msg[1]
+            return msg
+        if expect == "hello":
+            raise ControllerError(f"the worker said {msg[0]!r} instead of hello")
+        return msg
 
     def _wait(self, what: str, expect: str = "ok") -> tuple:
-        """The worker's reply to ``what``, answering its variable requests meanwhile, within the
-        call's limit."""
-        h = self.handle
-        conn = h.conn
-        host = self.host
+        """The worker's reply to ``what`` (not a chain), within that call's limit."""
+        conn = self.handle.conn
         limit = getattr(self.runtime.limits, what)
         deadline = time.perf_counter() + limit
-        variables = self.host.variables
         while True:
             left = deadline - time.perf_counter()
             try:
-                ready = left > 0 and conn.poll(left)
-                if not ready:
-                    _end_worker(h)
-                    host.log.write(f"\n[logitgate] the worker (pid {h.pid}) was killed: {what} did not return "
-                                   f"within its limit of {limit * 1e3:.0f} ms\n")
-                    raise ControllerTimeout(f"{what} did not return within its limit of {limit * 1e3:.0f} ms "
-                                            f"(the worker was killed)")
+                if not (left > 0 and conn.poll(left)):
+                    self._timeout(what, limit)
                 msg = conn.recv()
             except (EOFError, OSError):
-                _end_worker(h)
-                host.log.write(f"\n[logitgate] the worker (pid {h.pid}) of sequence {host.seq_id} died during "
-                               f"{what}: {_status_text(h.status)}\n")
-                raise WorkerDied(f"the worker of sequence {host.seq_id} (pid {h.pid}) died during {what}: "
-                                 f"{_status_text(h.status)}") from None
-            if msg[0] == "var":
-                _, op, args = msg
-                try:
-                    value = getattr(variables, op)(*args)
-                except Exception as exc:  # noqa: BLE001
-                    value = None
-                    host.log.write(f"[logitgate] variables.{op} failed: {exc!r}\n")
-                conn.send(("varres", value))
+                self._died(what)
+            final = self._handle_msg(msg, what, expect)
+            if final is not None:
+                return final
+
+    # -- chains -----------------------------------------------------------------------------------
+    def start_calls(self, calls: Sequence[Call]) -> None:
+        self._chain = [name for name, _ in calls]
+        st = self.handle.progress
+        if st is not None:
+            st[0] = -1.0  # not started yet: the first call's limit counts from now
+        self._sent_at = time.perf_counter()
+        self._send("chain", [(name, tuple(args)) for name, args in calls])
+
+    def _deadline(self) -> tuple[float, str, float]:
+        """When the running call of the chain overruns its limit: (time, call, limit)."""
+        limits = self.runtime.limits
+        st = self.handle.progress
+        i, started = -1, self._sent_at
+        if st is not None:
+            for _ in range(3):  # the worker writes the start time, then the index
+                i = int(st[0])
+                t = float(st[1])
+                if int(st[0]) == i:
+                    break
+            if i >= 0:
+                started = t
+        name = self._chain[max(i, 0)] if self._chain else "call"
+        limit = getattr(limits, name, limits.mid_process)
+        return started + limit, name, limit
+
+    def _chain_result(self, msg: tuple) -> tuple[list[object], list[float]]:
+        results: list[object] = []
+        for r in msg[1]:
+            if isinstance(r, tuple) and r and r[0] == "mask":
+                assert self.handle.mask is not None
+                r = SampleWithBias(self.handle.mask[:r[1]].copy())
+            elif isinstance(r, tuple) and r == ("nomask",):
+                r = SampleWithBias(None)
+            results.append(r)
+        if any(isinstance(r, Stop) for r in results):
+            _end_worker(self.handle, graceful=True)
+        return results, list(msg[2])
+
+    def _receive(self) -> tuple[list[object], list[float]] | None:
+        """Read one message of the running chain: its result, or None (answered a request)."""
+        what = "/".join(self._chain) or "call"
+        try:
+            msg = self.handle.conn.recv()
+        except (EOFError, OSError):
+            self._died(what)
+        final = self._handle_msg(msg, what, "ok")
+        if final is None:
+            return None
+        if final[0] != "chain":
+            raise ControllerError(f"the worker said {final[0]!r} instead of the results of {what}")
+        return self._chain_result(final)
+
+    def finish_calls(self) -> tuple[list[object], list[float]]:
+        return self.finish_many([self])[0]  # type: ignore[return-value]
+
+    @classmethod
+    def finish_many(cls, controllers: Sequence[PipelinedController]) -> list[tuple | BaseException]:
+        """Collect the chains of many workers as their replies arrive (answering their variable
+        requests meanwhile); a worker whose running call overruns its limit is killed."""
+        out: dict[int, tuple | BaseException] = {}
+        pending = {c.handle.conn: c for c in controllers}  # type: ignore[attr-defined]
+        while pending:
+            now = time.perf_counter()
+            soonest = min(c._deadline()[0] for c in pending.values())
+            if soonest <= now:
+                ready = []
+            elif len(pending) == 1:  # the common case of one sequence: no selector to build
+                (conn,) = pending
+                ready = [conn] if conn.poll(soonest - now) else []
+            else:
+                ready = connection_wait(list(pending), soonest - now)
+            if not ready:
+                now = time.perf_counter()
+                for conn, c in list(pending.items()):
+                    deadline, name, limit = c._deadline()
+                    if deadline <= now and not conn.poll(0):
+                        del pending[conn]
+                        try:
+                            c._timeout(name, limit)
+                        except ControllerError as exc:
+                            out[id(c)] = exc
                 continue
-            back, log = msg[-2], msg[-1]
-            if log:
-                host.log.write(log)
-            if back is not None:  # the controller changed host.tokens (as an in-process one may)
-                keep, tail = back
-                del host.tokens[keep:]
-                host.tokens.extend(tail)
-                self._sent = list(host.tokens)
-            if msg[0] == "err":
-                name, text, tb = msg[1:4]
-                host.log.write(tb)
-                _end_worker(h)
-                raise _remote_error(name, text)
-            if msg[0] == "hello":
-                if expect != "hello":
-                    raise ControllerError(f"unexpected hello from the worker during {what}")
-                h.pid = msg[1]
-                return msg
-            if expect == "hello":
-                raise ControllerError(f"the worker said {msg[0]!r} instead of hello")
-            return msg
+            for conn in ready:
+                c = pending[conn]
+                try:
+                    res = c._receive()
+                except Exception as exc:  # noqa: BLE001
+                    out[id(c)] = exc
+                    del pending[conn]
+                    continue
+                if res is not None:
+                    out[id(c)] = res
+                    del pending[conn]
+        return [out[id(c)] for c in controllers]
 
     def _call(self, what: str, *args: Any) -> Any:
-        self._send(what, *args)
-        msg = self._wait(what)
-        if msg[0] == "mask":
-            assert self.handle.mask is not None
-            return SampleWithBias(self.handle.mask[:msg[1]].copy())
-        if msg[0] == "nomask":
-            return SampleWithBias(None)
-        result = msg[1]
-        if isinstance(result, Stop):
-            _end_worker(self.handle, graceful=True)
-        return result
+        self.start_calls([(what, args)])
+        results, _ = self.finish_calls_or_raise()
+        return results[0] if results else None
+
+    def finish_calls_or_raise(self) -> tuple[list[object], list[float]]:
+        r = self.finish_calls()
+        if isinstance(r, BaseException):
+            if isinstance(r, CallFailed):
+                raise r.exc
+            raise r
+        return r
 
     def init_prompt(self, prompt: list[int]) -> None:
         self._call("init_prompt", list(prompt))

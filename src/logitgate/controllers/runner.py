@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import time
 import traceback
+from abc import abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,7 +43,7 @@ from .protocol import (
 if TYPE_CHECKING:  # a duck-typed model: logitgate.integrations.models.Model
     from ..integrations.models import Model
 
-__all__ = ["Limits", "SequenceResult", "RunResult", "run_controller"]
+__all__ = ["Limits", "SequenceResult", "RunResult", "run_controller", "run_chain", "PipelinedController", "CallFailed"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,13 @@ class _Seq:
     done: str | None = None
     error: str | None = None
     suspended: bool = False
+    pre: object | None = None
+    """The result of a ``pre_process`` that ran in the last chain, not yet acted on."""
+    mid: object | None = None
+    """The result of a ``mid_process`` that ran in the last chain, not yet acted on."""
+    logits: np.ndarray | None = None
+    logits_for: list[int] | None = None
+    """The tokens ``logits`` were computed for."""
 
 
 def _reusable_prefix(cached: Sequence[int], tokens: Sequence[int]) -> int:
@@ -176,15 +185,97 @@ class _BatchedCache:
         return self.seqs.decode(items) if items else []  # type: ignore[attr-defined]
 
 
+Call = tuple[str, tuple]
+"""One controller call of a chain: the method name and its arguments."""
+
+
+class CallFailed(Exception):
+    """A call of a chain raised (``call`` names it); ``__cause__`` is the controller's exception."""
+
+    def __init__(self, call: str, exc: BaseException) -> None:
+        super().__init__(f"{call} raised {type(exc).__name__}: {exc}")
+        self.call = call
+        self.exc = exc
+
+
+_CHAIN_BREAKS = ("post_process", "pre_process")
+
+
+def run_chain(controller: Controller, calls: Sequence[Call]) -> tuple[list[object], list[float]]:
+    """Run ``calls`` on ``controller`` in order, stopping after a ``post_process`` or ``pre_process``
+    whose result is not ``Continue`` (the runtime must see a stop, a suspension or a fork before
+    anything else runs). Returns the results and each call's seconds; raises ``CallFailed``."""
+    results: list[object] = []
+    times: list[float] = []
+    for name, args in calls:
+        t = time.perf_counter()
+        try:
+            r = getattr(controller, name)(*args)
+        except Exception as exc:
+            raise CallFailed(name, exc) from exc
+        times.append(time.perf_counter() - t)
+        results.append(r)
+        if name in _CHAIN_BREAKS and not isinstance(r, Continue):
+            break
+    return results, times
+
+
+class PipelinedController(Controller):
+    """A controller whose calls run elsewhere (a worker process): the runner starts a chain of calls
+    on every sequence (``start_calls``) before it collects any result (``finish_many``), so the
+    controllers run in parallel with each other and with the model's forward pass. The chain
+    follows ``run_chain``'s rule."""
+
+    @abstractmethod
+    def start_calls(self, calls: Sequence[Call]) -> None:
+        """Send the chain; return at once."""
+
+    @abstractmethod
+    def finish_calls(self) -> tuple[list[object], list[float]]:
+        """The chain's results and each call's seconds (``CallFailed`` or a ``ControllerError``
+        if it failed)."""
+
+    @classmethod
+    def finish_many(cls, controllers: Sequence["PipelinedController"]) -> list[tuple | BaseException]:
+        """``finish_calls`` of each controller (an exception in place of a failed chain's result)."""
+        out: list[tuple | BaseException] = []
+        for c in controllers:
+            try:
+                out.append(c.finish_calls())
+            except Exception as exc:  # noqa: BLE001
+                out.append(exc)
+        return out
+
+
+def _forward(cache: _ModelCache | _BatchedCache, seqs: list[_Seq]) -> float:
+    """The model's logits for each sequence's tokens (one batch where the model runs many); the
+    seconds it took."""
+    if not seqs:
+        return 0.0
+    t = time.perf_counter()
+    requests = [(s.seq_id, list(s.host.tokens)) for s in seqs]
+    for s, (_, toks), x in zip(seqs, requests, cache.logits_many(requests)):
+        s.logits, s.logits_for = x, toks
+    return time.perf_counter() - t
+
+
 def run_controller(controller_factory: Callable[[ControllerHost], Controller], model: Model,
                    prompt: str | Sequence[int] | Sequence[Mapping[str, str]], *, max_tokens: int = 200,
                    temperature: float = 0.0, seed: int | None = 0, limits: Limits = Limits(),
+                   overlap: bool = True,
                    on_event: Callable[[int, str, str], None] | None = None) -> RunResult:
     """Run a controller (and its forks) on ``model`` from ``prompt``.
 
     ``controller_factory(host)`` builds the root controller. ``max_tokens`` bounds each sequence's
     generated tokens. ``on_event(seq_id, kind, data)`` streams ``"text"`` (newly appended text),
     ``"log"`` (new log output), ``"fork"`` (the new ids) and ``"end"`` (the stop reason).
+
+    Each step runs, for every sequence that got tokens, one chain ``post_process`` →
+    ``pre_process`` → ``mid_process`` (the last two only while the previous said ``Continue``).
+    With ``overlap=True`` (the default) the model's forward pass for those sequences runs
+    meanwhile (see ``chains`` below), so the controllers' work hides behind it; a sequence whose
+    ``mid_process`` then splices wastes that pass (its cache is kept). ``overlap=False`` runs the
+    model only for sequences that sample, after their ``mid_process``.
     """
     t_start = time.perf_counter()
     tok = model.tokenizer
@@ -195,6 +286,13 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     cache: _ModelCache | _BatchedCache = (
         _BatchedCache(sequences(limits.max_sequences), limits.max_sequences) if callable(sequences)
         else _ModelCache(model))
+    pool: ThreadPoolExecutor | None = None  # runs in-process controllers during the forward pass
+    forward_s = 0.0  # the latest forward pass: a thread is worth it only beside a slow one
+
+    def forward(seqs: list[_Seq]) -> None:
+        nonlocal forward_s
+        if seqs:
+            forward_s = _forward(cache, seqs)
 
     def tokenize_bytes(data: bytes) -> list[int]:
         ids = model.encode_bytes(bytes(data))
@@ -222,6 +320,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         if seq.done is None:
             seq.done = reason
             seq.error = error
+            seq.logits = None
             try:
                 seq.controller.close()
             except Exception as exc:  # a failing close must not stop the others
@@ -231,21 +330,70 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
             flush_log(seq)
             emit(seq, "end", reason)
 
-    def call(seq: _Seq, what: str, fn: Callable[[], object]) -> object | None:
-        """Run one controller call; on an exception or an overrun, end the sequence and return None."""
-        t = time.perf_counter()
+    def failed(seq: _Seq, what: str, exc: BaseException) -> None:
+        """A call raised (or its worker failed): end the sequence with the cause."""
+        if isinstance(exc, CallFailed):
+            what, exc = exc.call, exc.exc
+        if not getattr(exc, "logged", False):  # a worker's failure is in the log already
+            seq.host.log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        end(seq, "error", f"{what} raised {type(exc).__name__}: {exc}")
+
+    def chains(batch: list[tuple[_Seq, list[Call]]],
+               during: Callable[[], None] | None = None) -> list[tuple[_Seq, list[object]]]:
+        """Run a chain of calls on each sequence; the results of those that did not fail or overrun
+        a limit. ``during`` (the model's forward pass) runs on this thread meanwhile: controllers in
+        worker processes are all started before it and collected after it, in-process ones run on
+        a background thread (their Python code runs while the model's native code releases the GIL)
+        when the model's last pass took over a millisecond (else a thread costs more than it hides)."""
+        nonlocal pool
+        remote = [(s, c) for s, c in batch if isinstance(s.controller, PipelinedController)]
+        local = [(s, c) for s, c in batch if not isinstance(s.controller, PipelinedController)]
+        done: dict[int, tuple | BaseException] = {}
+
+        def run_local() -> None:
+            for s, c in local:
+                try:
+                    done[s.seq_id] = run_chain(s.controller, c)
+                except Exception as exc:  # noqa: BLE001
+                    done[s.seq_id] = exc
+
+        for s, c in remote:
+            try:
+                s.controller.start_calls(c)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001
+                done[s.seq_id] = exc
+        job: Future | None = None
         try:
-            out = fn()
-        except Exception as exc:  # the controller's own error ends only its sequence
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            seq.host.log.write(tb)
-            end(seq, "error", f"{what} raised {type(exc).__name__}: {exc}")
-            return None
-        dt = time.perf_counter() - t
-        limit = getattr(limits, what)
-        if dt > limit:
-            end(seq, "error", f"{what} took {dt * 1e3:.0f} ms, over its limit of {limit * 1e3:.0f} ms")
-            return None
+            if local and during is not None and forward_s > 1e-3:
+                if pool is None:
+                    pool = ThreadPoolExecutor(1, thread_name_prefix="logitgate-controllers")
+                job = pool.submit(run_local)
+            elif local:
+                run_local()
+            if during is not None:
+                during()
+        finally:
+            if job is not None:
+                job.result()
+            started = [s for s, _ in remote if s.seq_id not in done]
+            if started:
+                outcomes = type(started[0].controller).finish_many([s.controller for s in started])  # type: ignore
+                done.update((s.seq_id, o) for s, o in zip(started, outcomes))
+        out = []
+        for s, c in batch:
+            o = done.get(s.seq_id)
+            if isinstance(o, BaseException):
+                failed(s, c[0][0], o)
+            elif o is not None:
+                results, times = o
+                for (name, _), dt in zip(c, times):
+                    limit = getattr(limits, name)
+                    if dt > limit:
+                        end(s, "error", f"{name} took {dt * 1e3:.0f} ms, over its limit of {limit * 1e3:.0f} ms")
+                        break
+                else:
+                    out.append((s, list(results)))
+            flush_log(s)
         return out
 
     try:
@@ -254,130 +402,174 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         raise ControllerError(f"the controller could not be created: {type(exc).__name__}: {exc}") from exc
     first = _Seq(0, root, root_host, len(prompt_tokens))
     seqs.append(first)
-    call(first, "init_prompt", lambda: root.init_prompt(list(prompt_tokens)))
-    flush_log(first)
-    steps = 0
-    idle_rounds = 0
-    while True:
-        live = [s for s in seqs if s.done is None]
-        if not live:
-            break
-        steps += 1
-        # pre_process: stop, suspend, fork
-        for seq in live:
-            seq.suspended = False
-            r = call(seq, "pre_process", seq.controller.pre_process)
-            if seq.done is not None:
-                continue
-            if isinstance(r, Stop):
-                end(seq, "stop")
-            elif isinstance(r, Suspend):
-                seq.suspended = True
-            elif isinstance(r, Fork):
-                if len(seqs) + r.num_forks - 1 > limits.max_sequences:  # ended ones count: no churning
-                    end(seq, "error", f"fork({r.num_forks}) would exceed {limits.max_sequences} sequences "
-                                      "for this request")
-                    continue
-                group = [seq.seq_id]
-                for _ in range(r.num_forks - 1):
-                    host = seq.host.clone_for(next_id)
-                    clone = call(seq, "fork", lambda h=host, s=seq: s.controller.fork(h))
-                    if clone is None:
-                        break
-                    twin = _Seq(next_id, clone, host, seq.prompt_len)  # type: ignore[arg-type]
-                    cache.fork(seq.seq_id, next_id)
-                    seqs.append(twin)
-                    group.append(next_id)
-                    next_id += 1
+    try:
+        for s, res in chains([(first, [("init_prompt", (list(prompt_tokens),)), ("pre_process", ())])]):
+            s.pre = res[1] if len(res) > 1 else None
+            if len(res) < 2:
+                end(s, "error", "init_prompt did not run")
+        steps = 0
+        idle_rounds = 0
+        while True:
+            live = [s for s in seqs if s.done is None]
+            if not live:
+                break
+            steps += 1
+            # pre_process where no chain gave it (a sequence suspended last round)
+            need = [s for s in live if s.pre is None]
+            for s, res in chains([(s, [("pre_process", ())]) for s in need]):
+                s.pre = res[0]
+            # stop, suspend, fork
+            for seq in live:
+                r, seq.pre = seq.pre, None
+                seq.suspended = False
                 if seq.done is not None:
                     continue
-                for s in seqs:
-                    if s.seq_id in group:
-                        s.fork_group = list(group)
-                emit(seq, "fork", ",".join(map(str, group[1:])))
-            elif isinstance(r, Continue):
-                if not seq.fork_group:
-                    seq.fork_group = [seq.seq_id]
-            else:
-                end(seq, "error", f"pre_process returned {r!r}, not Continue/Stop/Suspend/Fork")
-        live = [s for s in seqs if s.done is None and not s.suspended]
-        if not live:
-            idle_rounds += 1
-            if idle_rounds > limits.max_suspended_rounds:
-                for s in seqs:
-                    end(s, "error", "deadlock: every sequence waits (Suspend) for something no sequence will do")
-            continue
-        idle_rounds = 0
-        # mid_process for every sequence, then the logits of all that sample (one batch where the
-        # model runs many sequences), then the tokens and post_process
-        steps_of: list[tuple[_Seq, object]] = []
-        for seq in live:
-            if seq.done is not None:
+                if isinstance(r, Stop):
+                    end(seq, "stop")
+                elif isinstance(r, Suspend):
+                    seq.suspended = True
+                    seq.mid = None
+                elif isinstance(r, Fork):
+                    seq.mid = None
+                    if len(seqs) + r.num_forks - 1 > limits.max_sequences:  # ended ones count: no churning
+                        end(seq, "error", f"fork({r.num_forks}) would exceed {limits.max_sequences} sequences "
+                                          "for this request")
+                        continue
+                    group = [seq.seq_id]
+                    for _ in range(r.num_forks - 1):
+                        host = seq.host.clone_for(next_id)
+                        t = time.perf_counter()
+                        try:
+                            clone = seq.controller.fork(host)
+                        except Exception as exc:  # noqa: BLE001
+                            failed(seq, "fork", exc)
+                            break
+                        dt = time.perf_counter() - t
+                        if dt > limits.fork:
+                            end(seq, "error", f"fork took {dt * 1e3:.0f} ms, over its limit of "
+                                              f"{limits.fork * 1e3:.0f} ms")
+                            clone.close()
+                            break
+                        twin = _Seq(next_id, clone, host, seq.prompt_len)
+                        cache.fork(seq.seq_id, next_id)
+                        if seq.logits is not None:  # same tokens, same logits
+                            twin.logits, twin.logits_for = seq.logits.copy(), seq.logits_for
+                        seqs.append(twin)
+                        group.append(next_id)
+                        next_id += 1
+                    if seq.done is not None:
+                        continue
+                    for s in seqs:
+                        if s.seq_id in group:
+                            s.fork_group = list(group)
+                    emit(seq, "fork", ",".join(map(str, group[1:])))
+                elif isinstance(r, Continue):
+                    if not seq.fork_group:
+                        seq.fork_group = [seq.seq_id]
+                else:
+                    end(seq, "error", f"pre_process returned {r!r}, not Continue/Stop/Suspend/Fork")
+            runnable = [s for s in seqs if s.done is None and not s.suspended]
+            if not runnable:
+                idle_rounds += 1
+                if idle_rounds > limits.max_suspended_rounds:
+                    for s in seqs:
+                        end(s, "error", "deadlock: every sequence waits (Suspend) for something no sequence will do")
                 continue
-            r = call(seq, "mid_process", lambda s=seq: s.controller.mid_process(list(s.fork_group or [s.seq_id])))
-            if seq.done is not None:
-                continue
-            if isinstance(r, Stop):
-                end(seq, "stop")
-            elif isinstance(r, SampleWithBias) and not seq.host.tokens:
-                end(seq, "error", "cannot sample after an empty sequence: give a prompt or force text first")
-            elif isinstance(r, (SampleWithBias, Splice)):
-                steps_of.append((seq, r))
-            else:
-                end(seq, "error", f"mid_process returned {r!r}, not SampleWithBias/Splice/Stop")
-        sampling = [(seq, r) for seq, r in steps_of if isinstance(r, SampleWithBias)]
-        all_logits = cache.logits_many([(seq.seq_id, seq.host.tokens) for seq, _ in sampling])
-        sampled = {}
-        for (seq, r), logits in zip(sampling, all_logits):
-            if r.bitmask is not None:  # type: ignore[union-attr]
-                bm = np.asarray(r.bitmask)  # type: ignore[union-attr]
-                if bm.dtype != np.int32 or bm.ndim != 1 or bm.shape[0] * 32 < tok.n_tokens:
-                    end(seq, "error", f"mid_process returned a bitmask of {bm.dtype} {bm.shape}, "
-                                      f"not int32 words covering {tok.n_tokens} tokens")
+            idle_rounds = 0
+            # mid_process where no chain gave it (after a fork or a suspension, and the first step);
+            # with overlap, the forward pass of those sequences meanwhile
+            need = [s for s in runnable if s.mid is None]
+            pass_for = [s for s in need if s.logits is None and s.host.tokens] if overlap else []
+            for s, res in chains([(s, [("mid_process", (list(s.fork_group or [s.seq_id]),))]) for s in need],
+                                 (lambda f=pass_for: forward(f)) if pass_for else None):
+                s.mid = res[0]
+            # the tokens: sampled under the mask (the logits of every sampling sequence first, in one
+            # batch where they are missing), or spliced
+            steps_of: list[tuple[_Seq, object]] = []
+            for seq in runnable:
+                r, seq.mid = seq.mid, None
+                if seq.done is not None:
                     continue
-                apply_token_bitmask_inplace(logits, bm)
-            token = sample_token(logits, rng, temperature)
-            if not np.isfinite(logits[token]):  # the best logit is -inf: nothing is allowed
-                end(seq, "error", "the bitmask allows no token")
-                continue
-            sampled[seq.seq_id] = token
-        for seq, r in steps_of:
-            if seq.done is not None:
-                continue
-            host = seq.host
-            backtrack = 0
-            if isinstance(r, SampleWithBias):
-                new = [sampled[seq.seq_id]]
-            else:
-                assert isinstance(r, Splice)
-                backtrack = r.backtrack
-                generated = len(host.tokens) - seq.prompt_len
-                if backtrack > generated:
-                    end(seq, "error", f"Splice backtracks {backtrack} tokens but only {generated} were generated")
-                    continue
-                new = [int(t) for t in r.ff_tokens]
-                if any(not 0 <= t < tok.vocab_size for t in new):
-                    end(seq, "error", f"Splice has token ids outside the vocabulary: {new}")
-                    continue
-            if backtrack:
-                del host.tokens[len(host.tokens) - backtrack:]
-            host.tokens.extend(new)
-            if new:
-                emit(seq, "text", tok.decode_bytes([t for t in new if t not in tok.special_ids]).decode(
-                    "utf-8", errors="replace"))
-            post = call(seq, "post_process", lambda s=seq, n=new, b=backtrack: s.controller.post_process(n, b))
-            flush_log(seq)
-            if seq.done is not None:
-                continue
-            if isinstance(post, Stop):
-                end(seq, "stop")
-            elif not isinstance(post, Continue):
-                end(seq, "error", f"post_process returned {post!r}, not Continue/Stop")
-            elif len(host.tokens) - seq.prompt_len >= max_tokens:
-                end(seq, "length")
-        for seq in seqs:
-            if seq.done is not None:
-                cache.release(seq.seq_id)
+                if seq.logits is not None and seq.logits_for != seq.host.tokens:
+                    seq.logits = None  # the controller edited its tokens after the pass started
+                if isinstance(r, Stop):
+                    end(seq, "stop")
+                elif isinstance(r, SampleWithBias) and not seq.host.tokens:
+                    end(seq, "error", "cannot sample after an empty sequence: give a prompt or force text first")
+                elif isinstance(r, (SampleWithBias, Splice)):
+                    steps_of.append((seq, r))
+                else:
+                    end(seq, "error", f"mid_process returned {r!r}, not SampleWithBias/Splice/Stop")
+            forward([s for s, r in steps_of if isinstance(r, SampleWithBias) and s.logits is None])
+            appended: list[tuple[_Seq, list[int], int]] = []
+            for seq, r in steps_of:
+                logits, seq.logits = seq.logits, None
+                host = seq.host
+                backtrack = 0
+                if isinstance(r, SampleWithBias):
+                    assert logits is not None
+                    if r.bitmask is not None:
+                        bm = np.asarray(r.bitmask)
+                        if bm.dtype != np.int32 or bm.ndim != 1 or bm.shape[0] * 32 < tok.n_tokens:
+                            end(seq, "error", f"mid_process returned a bitmask of {bm.dtype} {bm.shape}, "
+                                              f"not int32 words covering {tok.n_tokens} tokens")
+                            continue
+                        apply_token_bitmask_inplace(logits, bm)
+                    token = sample_token(logits, rng, temperature)
+                    if not np.isfinite(logits[token]):  # the best logit is -inf: nothing is allowed
+                        end(seq, "error", "the bitmask allows no token")
+                        continue
+                    new = [token]
+                else:
+                    assert isinstance(r, Splice)
+                    backtrack = r.backtrack
+                    generated = len(host.tokens) - seq.prompt_len
+                    if backtrack > generated:
+                        end(seq, "error", f"Splice backtracks {backtrack} tokens but only {generated} were generated")
+                        continue
+                    new = [int(t) for t in r.ff_tokens]
+                    if any(not 0 <= t < tok.vocab_size for t in new):
+                        end(seq, "error", f"Splice has token ids outside the vocabulary: {new}")
+                        continue
+                if backtrack:
+                    del host.tokens[len(host.tokens) - backtrack:]
+                host.tokens.extend(new)
+                if new:
+                    emit(seq, "text", tok.decode_bytes([t for t in new if t not in tok.special_ids]).decode(
+                        "utf-8", errors="replace"))
+                appended.append((seq, new, backtrack))
+            # post_process, and (merged into the same call) the next pre_process and mid_process;
+            # the next forward pass overlaps them
+            for seq in seqs:
+                if seq.done is not None:
+                    cache.release(seq.seq_id)
+            batch: list[tuple[_Seq, list[Call]]] = []
+            for seq, new, backtrack in appended:
+                calls: list[Call] = [("post_process", (new, backtrack))]
+                if len(seq.host.tokens) - seq.prompt_len < max_tokens:
+                    calls += [("pre_process", ()), ("mid_process", (list(seq.fork_group or [seq.seq_id]),))]
+                batch.append((seq, calls))
+            pass_for = [s for s, c in batch if len(c) > 1] if overlap else []
+            for seq, res in chains(batch, (lambda f=pass_for: forward(f)) if pass_for else None):
+                post = res[0]
+                if isinstance(post, Stop):
+                    end(seq, "stop")
+                elif not isinstance(post, Continue):
+                    end(seq, "error", f"post_process returned {post!r}, not Continue/Stop")
+                elif len(seq.host.tokens) - seq.prompt_len >= max_tokens:
+                    end(seq, "length")
+                else:
+                    seq.pre = res[1]
+                    seq.mid = res[2] if len(res) > 2 else None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for s in seqs:
+            if s.done is None:
+                try:
+                    s.controller.close()
+                except Exception:  # noqa: BLE001, S110
+                    pass
     results = []
     for s in seqs:
         out = s.host.tokens[s.prompt_len:]
