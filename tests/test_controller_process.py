@@ -338,3 +338,26 @@ def test_per_token_overhead_against_in_process(tok_spm, tracked):
     print(f"\n{n}-token regex generation, per token: in-process {local_s * 1e6:.0f} us, worker process "
           f"{remote_s * 1e6:.0f} us with the worker's start ({start_s * 1e3:.1f} ms a worker), "
           f"{per_token * 1e6:.0f} us without it: overhead {(per_token - local_s) * 1e6:.0f} us/token")
+
+
+def test_workers_compute_during_the_forward_pass(tok_spm, tracked):
+    """Each chain is sent before the model runs and collected after: the workers' mid_process
+    (which records its span in a variable) overlaps the model's forward passes."""
+    from .test_controller_runner import SlowModel
+
+    class Timed(Steps):
+        def mid_process(self, fork_group):
+            t = time.perf_counter()
+            time.sleep(0.02)
+            out = super().mid_process(fork_group)
+            self.host.variables.append("spans", f"{t},{time.perf_counter()};")
+            return out
+
+    steps = [("text", "Answer:"), ("fork", 2), ("mark",), ("regex", " [0-9]+", 6), ("store", "n")]
+    model = SlowModel(tok_spm, b"Answer: 1234567 is right", 0.02)
+    with tracked.factory(lambda h: Timed(h, steps)) as rt:
+        res = run_controller(rt, model, "prompt")
+    assert [s.text for s in res.sequences] == ["Answer: 12345"] * 2 and res.variables["n1"] == b" 12345"
+    spans = [tuple(map(float, x.split(","))) for x in res.variables["spans"].decode().strip(";").split(";")]
+    overlapping = sum(1 for s, e in spans for s2, e2 in model.spans if s < e2 and s2 < e)
+    assert overlapping >= 6, (spans, model.spans)

@@ -7,6 +7,7 @@ import copy
 import time
 
 import numpy as np
+import pytest
 
 import logitgate
 from logitgate.controllers import (
@@ -239,3 +240,53 @@ def test_forks_splices_and_backtracks_on_the_embedded_model(llama_model):
         # the backtrack removed the first answer from the sequence
         assert seq.text == "Two colours:" + res.variables["fav" + branch].decode()
         assert colour not in seq.text.replace(res.variables["fav" + branch].decode(), "")
+
+
+class SlowModel(ScriptedModel):
+    """A ScriptedModel whose forward pass sleeps (releasing the GIL, as native code does) and
+    records when it ran."""
+
+    def __init__(self, tok, target: bytes, seconds: float) -> None:
+        super().__init__(tok, target, strict=False)
+        self.seconds = seconds
+        self.spans: list[tuple[float, float]] = []
+
+    def forward(self, tokens):
+        t = time.perf_counter()
+        time.sleep(self.seconds)
+        out = super().forward(tokens)
+        self.spans.append((t, time.perf_counter()))
+        return out
+
+
+class SlowRegex(Steps):
+    """Steps whose mid_process sleeps and records when it ran."""
+
+    spans: list[tuple[float, float]] = []
+
+    def mid_process(self, fork_group):
+        t = time.perf_counter()
+        time.sleep(0.02)
+        out = super().mid_process(fork_group)
+        SlowRegex.spans.append((t, time.perf_counter()))
+        return out
+
+
+def _overlaps(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> int:
+    return sum(1 for s, e in a for s2, e2 in b if s < e2 and s2 < e)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_mid_process_overlaps_the_forward_pass(tok_spm, overlap):
+    """With overlap, mid_process runs while the model computes (the same text either way)."""
+    SlowRegex.spans = []
+    model = SlowModel(tok_spm, b"Answer: 1234567 is right", 0.02)
+    steps = [("text", "Answer:"), ("mark",), ("regex", " [0-9]+", 6), ("store", "n")]
+    res = run_controller(lambda h: SlowRegex(h, steps), model, "prompt", overlap=overlap)
+    (seq,) = res.sequences
+    assert seq.error is None and seq.text == "Answer: 12345" and res.variables["n0"] == b" 12345"
+    n = _overlaps(SlowRegex.spans, model.spans)
+    if overlap:
+        assert n >= 4, (SlowRegex.spans, model.spans)
+    else:
+        assert n == 0
