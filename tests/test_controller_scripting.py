@@ -743,3 +743,25 @@ def test_pyaici_imports_outside_a_script():
     assert set(scripting.API) <= set(dir(aici)) and aici.__all__ == scripting.API
     with pytest.raises(RuntimeError, match="only inside a script"):
         aici.get_var("x")
+
+
+def test_special_token_names_in_fixed_tokens_become_the_special_tokens(embedded_gguf):
+    """As AICI's tokenizer does: '<|im_start|>' in a FixedTokens text is the special token, the
+    rest is text (SmolLM2's ChatML markers)."""
+    tok = logitgate.Tokenizer.from_gguf(embedded_gguf)
+    start = next(t for t in tok.special_ids if tok.tokens[t] == b"<|im_start|>")
+    end = next(t for t in tok.special_ids if tok.tokens[t] == b"<|im_end|>")
+    src = """
+        import pyaici.server as aici
+        async def main():
+            await aici.FixedTokens("<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n")
+            aici.set_var("ids", ",".join(map(str, aici.tokenize("a<|im_end|>"))))
+        aici.start(main())
+    """
+    res = run(tok, src, [])
+    (seq,) = res.sequences
+    assert seq.error is None, seq.log
+    assert seq.tokens.count(start) == 2 and seq.tokens.count(end) == 1
+    assert seq.tokens[0] == start and tok.decode_bytes(seq.tokens) == b"user\nHi\nassistant\n"
+    ids = [int(x) for x in res.variables["ids"].decode().split(",")]
+    assert ids[-1] == end and tok.decode_bytes(ids[:-1]) == b"a"

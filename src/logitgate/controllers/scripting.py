@@ -89,6 +89,7 @@ import contextvars
 import inspect
 import io
 import json
+import re
 import types
 from collections import OrderedDict
 from collections.abc import Sequence as _SequenceABC
@@ -211,12 +212,48 @@ def register(cb: "AiciCallbacks") -> None:
     s.callbacks = cb
 
 
+_special_patterns: Dict[int, tuple] = {}  # id(tokenizer) -> (tokenizer, pattern, ids)
+
+
+def _special_markers(tok: _Tokenizer) -> tuple[Optional["re.Pattern[bytes]"], Dict[bytes, int]]:
+    """A pattern matching the names of the vocabulary's special tokens (``<|im_start|>``, ``</s>``;
+    names of three bytes or more), and the id of each name."""
+    hit = _special_patterns.get(id(tok))
+    if hit is None or hit[0] is not tok:
+        ids: Dict[bytes, int] = {}
+        for t in sorted(tok.special_ids):
+            name = tok.tokens[t] if t < tok.n_tokens else b""
+            if len(name) >= 3:
+                ids.setdefault(name, t)
+        names = sorted(ids, key=len, reverse=True)
+        pattern = re.compile(b"|".join(re.escape(n) for n in names)) if names else None
+        if len(_special_patterns) > 16:
+            _special_patterns.clear()
+        hit = _special_patterns[id(tok)] = (tok, pattern, ids)
+    return hit[1], hit[2]
+
+
 def tokenize(text: Union[bytes, str]) -> List[Token]:
-    """Token ids of ``text`` (a str is UTF-8 encoded) in the model's tokenization, no special tokens."""
+    """Token ids of ``text`` (a str is UTF-8 encoded) in the model's tokenization. The names of
+    special tokens in the text (``<|im_start|>``) become those tokens, as AICI's tokenizer (Hugging
+    Face ``tokenizers``) does; everything else is plain text."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     if not data:
         return []
-    return [int(t) for t in _session().host.tokenize_bytes(data)]
+    host = _session().host
+    pattern, ids = _special_markers(host.tokenizer)
+    if pattern is None:
+        return [int(t) for t in host.tokenize_bytes(data)]
+    out: List[int] = []
+    pos = 0
+    for m in pattern.finditer(data):
+        if m.start() > pos:
+            out += [int(t) for t in host.tokenize_bytes(data[pos:m.start()])]
+        out.append(ids[m.group()])
+        pos = m.end()
+    if pos < len(data):
+        out += [int(t) for t in host.tokenize_bytes(data[pos:])]
+    return out
 
 
 def detokenize(tokens: Sequence[Token]) -> bytes:
