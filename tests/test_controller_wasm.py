@@ -179,7 +179,8 @@ def test_the_regex_holds_when_the_model_wants_something_else(tok_spm, wasm_modul
 
 
 def test_a_module_argument_that_does_not_compile_ends_the_sequence(tok_spm, wasm_modules):
-    res = run_controller(wasm_modules["yesno"].controller_factory(arg="A:\n(unclosed"), ScriptedModel(tok_spm, b""), "p")
+    factory = wasm_modules["yesno"].controller_factory(arg="A:\n(unclosed")
+    res = run_controller(factory, ScriptedModel(tok_spm, b""), "p")
     (seq,) = res.sequences
     assert seq.stop_reason == "error" and "unreachable" in seq.error
     assert "regex_new: RegexError" in seq.log and "does not compile" in seq.log
@@ -249,7 +250,8 @@ def test_a_fork_copies_the_mutable_globals(tok_spm):
     pre = """(func (export "lg_pre_process") (result i32)
         (global.set $g (i32.add (global.get $g) (i32.const 1)))
         (if (result i32) (i32.eq (global.get $g) (i32.const 3)) (then (i32.const 2))
-          (else (if (result i32) (i32.ge_s (global.get $g) (i32.const 6)) (then (i32.const 0)) (else (i32.const 1))))))"""
+          (else (if (result i32) (i32.ge_s (global.get $g) (i32.const 6))
+                  (then (i32.const 0)) (else (i32.const 1))))))"""
     module = WasmModule.from_wat(wat('(global $g (export "g") (mut i32) (i32.const 0))', pre=pre))
     assert module.mutable_globals == ["g"]
     res = run_controller(module.controller_factory(), MultiTargetModel(tok_spm, b"abcdefghijkl"), "p")
@@ -333,11 +335,16 @@ def test_fork_bombs_are_bounded_by_max_sequences(tok_spm, wasm_modules):
     assert "fork(100000) would exceed 8 sequences" in seq.error
 
 
-def test_an_endless_start_function_fails_the_factory(tok_spm):
+def test_start_functions_run_on_fuel_and_may_call_the_host(tok_spm):
     module = WasmModule.from_wat(wat('(func $start (loop $l (br $l))) (start $start)'))
     with pytest.raises(ControllerError, match="ran out of fuel"):
         run_controller(module.controller_factory(WasmLimits(fuel_init_prompt=10_000_000)),
                        MultiTargetModel(tok_spm, b""), "p")
+    imports = '(import "logitgate" "log" (func $log (param i32 i32)))'
+    body = '(data (i32.const 16) "started") (func $start (call $log (i32.const 16) (i32.const 7))) (start $start)'
+    module = WasmModule.from_wat(wat(body, imports=imports))
+    res = run_controller(module.controller_factory(), MultiTargetModel(tok_spm, b"x"), "p", max_tokens=1)
+    assert res.sequences[0].log == "started" and res.sequences[0].stop_reason == "length"
 
 
 # -- refused at load ---------------------------------------------------------------------------------
@@ -351,7 +358,8 @@ def test_wasi_imports_are_refused(name):
 def test_imports_outside_the_abi_are_refused():
     with pytest.raises(wasm.WasmLoadError, match="imports logitgate.open_file, which is not a host function"):
         WasmModule.from_wat(wat("", imports='(import "logitgate" "open_file" (func (param i32) (result i32)))'))
-    with pytest.raises(wasm.WasmLoadError, match=r"imports logitgate.log with the wrong type; it is \(i32, i32\) -> \(\)"):
+    wrong_type = r"imports logitgate.log with the wrong type; it is \(i32, i32\) -> \(\)"
+    with pytest.raises(wasm.WasmLoadError, match=wrong_type):
         WasmModule.from_wat(wat("", imports='(import "logitgate" "log" (func (param i32) (result i32)))'))
     with pytest.raises(wasm.WasmLoadError, match="imports env.memory"):
         WasmModule.from_wat('(module (import "env" "memory" (memory 1)))')
@@ -376,7 +384,8 @@ def test_oversized_and_invalid_modules_are_refused(tmp_path):
     big = tmp_path / "big.wasm"
     with big.open("wb") as f:
         f.truncate(wasm.DEFAULT_MAX_MODULE_BYTES + 1)
-    with pytest.raises(wasm.WasmLoadError, match=f"big.wasm: {wasm.DEFAULT_MAX_MODULE_BYTES + 1} bytes, over the limit"):
+    too_big = f"big.wasm: {wasm.DEFAULT_MAX_MODULE_BYTES + 1} bytes, over the limit"
+    with pytest.raises(wasm.WasmLoadError, match=too_big):
         WasmModule.from_file(big)
     with pytest.raises(wasm.WasmLoadError, match="not a WebAssembly binary"):
         WasmModule.from_bytes(b"#!/bin/sh\nrm -rf /\n")

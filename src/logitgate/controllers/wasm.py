@@ -15,8 +15,9 @@ ABI (version 1; all values i32; pointers are offsets in the module's exported ``
 Exports the module must have::
 
     memory                                   its linear memory (one, 32-bit)
-    lg_alloc(size) -> ptr                    room for `size` bytes, where the host copies an array
-                                             just before a call; not used by the host afterwards
+    lg_alloc(size) -> ptr                    a buffer of `size` bytes for the host to copy arrays
+                                             into; the host owns it from then on (the module must
+                                             not use it) and asks again only for a bigger one
     lg_init_prompt(prompt_ptr, n)            once: the n prompt token ids (i32)
     lg_pre_process() -> r                    1 continue, 0 stop, -1 suspend (skip this round),
                                              n >= 2 fork into n sequences (this one + n-1 clones)
@@ -58,13 +59,18 @@ Imports, module ``"logitgate"`` (each may be left out)::
     sample_constraint(h) -> 1                mid_process: sample under h's current mask
     splice(backtrack, tokens_ptr, n) -> 1    mid_process: remove `backtrack` tokens, append these
 
-In ``lg_mid_process`` the last ``sample_*``/``splice`` call wins; each returns 1, so a module can
-``return lg_splice(...)``. A bad pointer or length, an unknown handle, or a value over its limit
-traps the call (the sequence ends). Host functions cost fuel: one unit per byte they copy.
+In ``lg_mid_process`` the last ``sample_*``/``splice`` call wins (elsewhere they are ignored); each
+returns 1, so a module can ``return lg_splice(...)``. A bad pointer or length, an unknown handle,
+or a value over its limit traps the call (the sequence ends). Host functions cost fuel too: one
+unit per byte they copy (``dfa_mask``: also one per token).
 
 Fork: the runtime clones the instance: a fresh instance of the same module gets a copy of the
 memory, of every mutable global (all must be exported: C built by ``build_c`` exports its stack
-pointer) and of the constraint handles. Tables are not copied (C never changes them).
+pointer) and of the constraint handles. Tables are not copied (C never changes them); a start
+function runs again in the clone before its memory is overwritten.
+
+wasmtime-py hands a host function's exception back through a global: run one controller call at
+a time per process (as ``run_controller`` does).
 """
 from __future__ import annotations
 
@@ -427,10 +433,12 @@ class WasmController(Controller):
         self._mid: MidResult | None = None
         self._log_bytes = 0
         self._dead: str | None = None
+        self._buffer = _parent._buffer if _parent is not None else (0, 0)  # lg_alloc's: (address, size)
         self._constraints: list[Matcher | None] = (
             [m.fork() if m is not None else None for m in _parent._constraints] if _parent is not None else [])
         tok = host.tokenizer
         self._mask_words = (tok.vocab_size + 31) // 32
+        self._memory: Any = None  # set once instantiated (a start function reaches it through its caller)
         store = self._store = w.Store(module.engine)
         store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=1,
                          tables=4, memories=1)
@@ -550,7 +558,7 @@ class WasmController(Controller):
     def _memory_note(self) -> str:
         """A note on the memory when it is near its limit (within 1/8 of it, or 1 MiB): a
         ``memory.grow`` past the limit fails (-1), so a module that ignores that traps later."""
-        memory = getattr(self, "_memory", None)
+        memory = self._memory
         if memory is None:
             return ""
         used, limit = memory.data_len(self._store), self.limits.memory_bytes
@@ -559,12 +567,19 @@ class WasmController(Controller):
         return ""
 
     def _pass_ints(self, values: Sequence[int]) -> int:
-        """Copy int32 values into the module (``lg_alloc``); their address (0 when empty)."""
+        """Copy int32 values into the host's buffer in the module (from ``lg_alloc``, asked again
+        only when it is too small); their address (0 when empty)."""
         if not values:
             return 0
         data = np.asarray(values, dtype="<i4").tobytes()
-        ptr = self._invoke(self._exports["lg_alloc"], len(data))
-        addr = self._span(self._store, ptr, len(data), "lg_alloc's buffer")
+        if len(data) > self._buffer[1]:
+            ptr = self._invoke(self._exports["lg_alloc"], len(data))
+            self._buffer = (ptr & 0xFFFFFFFF, len(data))
+        ptr = self._buffer[0]
+        try:
+            addr = self._span(self._store, ptr, len(data), "lg_alloc's buffer")
+        except WasmHostError as exc:
+            raise self._fail(exc) from None
         ctypes.memmove(addr, data, len(data))
         return ptr
 
@@ -579,15 +594,18 @@ class WasmController(Controller):
             mine.set_value(self._store, theirs.value(parent._store))
 
     # -- memory access for host functions ---------------------------------------------------------
+    def _memory_of(self, caller: Any) -> Any:
+        return self._memory if self._memory is not None else caller.get("memory")
+
     def _base(self, store: Any) -> int:
-        return ctypes.cast(self._memory.data_ptr(store), ctypes.c_void_p).value or 0
+        return ctypes.cast(self._memory_of(store).data_ptr(store), ctypes.c_void_p).value or 0
 
     def _span(self, caller: Any, ptr: int, n: int, what: str) -> int:
         """The host address of ``n`` bytes at ``ptr`` in the module's memory; bounds-checked."""
         if n < 0:
             raise WasmHostError(f"{what}: negative length {n}")
         ptr &= 0xFFFFFFFF
-        size = self._memory.data_len(caller)
+        size = self._memory_of(caller).data_len(caller)
         if ptr + n > size:
             raise WasmHostError(f"{what}: {n} bytes at {ptr:#x} are outside the module's memory of {size} bytes")
         return self._base(caller) + ptr

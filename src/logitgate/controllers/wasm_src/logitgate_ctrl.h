@@ -103,8 +103,8 @@ static inline __attribute__((noreturn)) void lg_fail(const char *msg) {
 }
 
 #ifndef LG_NO_DEFAULT_ALLOC
-/* The host asks for `size` bytes before it passes an array (prompt, fork group, tokens) and does
- * not touch them after the call: one growing scratch buffer is enough. */
+/* The host asks for a buffer to copy arrays (prompt, fork group, tokens) into, keeps it, and asks
+ * again only for a bigger one: fresh pages at the end of memory, never touched by the module. */
 static uint8_t *lg__scratch;
 static int32_t lg__scratch_cap;
 LG_EXPORT("lg_alloc") void *lg_alloc(int32_t size) {
