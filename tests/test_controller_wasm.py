@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 import logitgate
-from logitgate.controllers import ControllerError, ControllerHost, Limits, VariableStore, run_controller
+from logitgate.controllers import (
+    Continue,
+    ControllerError,
+    ControllerHost,
+    Limits,
+    SampleWithBias,
+    VariableStore,
+    run_controller,
+)
 
 from .test_generation import ScriptedModel
 
@@ -235,7 +243,7 @@ def test_a_fork_copies_memory_then_diverges(tok_spm, wasm_modules):
     assert parent.host.log.getvalue() == "1\n2\n3\n4\n"
     assert twin.host.log.getvalue() == "4\n5\n"  # its own log, counting on from the parent's 3
     # the clone's lg_alloc buffer lies in the grown part of its copied memory
-    assert isinstance(twin.mid_process([0, 1]), logitgate.controllers.SampleWithBias)
+    assert isinstance(twin.mid_process([0, 1]), SampleWithBias)
     assert twin.host.variables.get("group") == b"2"
     parent.close()
     twin.pre_process()  # closing the parent leaves the clone alone
@@ -278,7 +286,7 @@ def test_constraint_handles_are_cloned_with_the_instance(tok_spm, wasm_modules):
             mask = ctrl.mid_process([0]).bitmask
             allowed = np.flatnonzero(logitgate.bitmask_to_bool(mask, tok_spm.vocab_size))
             assert digit["7"] in allowed and space not in allowed
-            assert ctrl.post_process([digit["7"]]).__class__.__name__ == "Continue"
+            assert isinstance(ctrl.post_process([digit["7"]]), Continue)
         mask = ctrl.mid_process([0]).bitmask
         assert list(np.flatnonzero(logitgate.bitmask_to_bool(mask, tok_spm.vocab_size))) == [tok_spm.eos_token_ids[0]]
 
