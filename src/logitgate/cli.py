@@ -224,6 +224,26 @@ def _bench(args: argparse.Namespace) -> int:
     return rc
 
 
+def _wasm_factory(path: Path, args: argparse.Namespace) -> Any:
+    """The controller factory of a Wasm module (``.wasm``, ``.wat`` text, or a ``.c`` source built
+    with ``wasm.build_c`` into a temporary file)."""
+    import tempfile
+
+    from .controllers import wasm
+
+    try:
+        if path.suffix == ".c":
+            with tempfile.TemporaryDirectory() as tmp:
+                module = wasm.WasmModule.from_file(wasm.build_c([path], Path(tmp) / (path.stem + ".wasm")))
+        elif path.suffix == ".wat":
+            module = wasm.WasmModule.from_wat(path.read_text(encoding="utf-8"), name=path.name)
+        else:
+            module = wasm.WasmModule.from_file(path)
+    except wasm.WasmError as exc:
+        raise SystemExit(f"logitgate run: {exc}") from None
+    return module.controller_factory(wasm.WasmLimits(), arg=args.arg.encode())
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run a controller script (AICI pyctrl style) on a model; exit 1 if any sequence failed."""
     from .controllers import run_controller, scripting
@@ -234,7 +254,11 @@ def _run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise SystemExit(f"logitgate run: no script {path}")
     scripting.CHECKS = args.checks
-    factory = scripting.load_script(path)
+    wasm = path.suffix in (".wasm", ".wat", ".c")
+    if wasm:  # a sandboxed Wasm controller (C is built first): in this process, bounded by fuel
+        factory = _wasm_factory(path, args)
+    else:
+        factory = scripting.load_script(path)
     with progress("loading the model") as say:
         model = load_model(args.model, runtime=args.runtime, progress=say)
 
@@ -248,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"[{seq_id}] + {data!r}", file=sys.stderr, flush=True)
 
     prompt: Any = args.prompt if args.raw else ([{"role": "user", "content": args.prompt}] if args.prompt else "")
-    if args.in_process or os.name != "posix":
+    if args.in_process or wasm or os.name != "posix":
         res = run_controller(factory, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
                              seed=args.seed, on_event=on_event)
     else:  # each sequence's controller in its own worker process, with hard time limits
@@ -295,7 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="also compile for a tokenizer: spm, tekken, embedded, a .gguf file or a tokenizer.json")
 
     run = sub.add_parser("run", help="run a controller script (AICI pyctrl style: import pyaici.server as aici)")
-    run.add_argument("script", help="the script file; it calls aici.start(main()) or aici.test(main())")
+    run.add_argument("script", help="the script file (it calls aici.start(main()) or aici.test(main())), or a Wasm "
+                                    "controller: a .wasm module, .wat text, or a .c source (built with zig's clang)")
+    run.add_argument("--arg", default="", help="Wasm controllers: the bytes their module_arg() host call returns")
     _add_model_flags(run)
     run.add_argument("--prompt", default="", help="the user message (default: none; the script forces its text)")
     run.add_argument("--raw", action="store_true", help="send --prompt as is, without the chat template")
