@@ -148,6 +148,41 @@ def run_script(tok, n_forks: int, max_tokens: int, process: bool = False, overla
     return res, total, gaps, stamps[0] - t
 
 
+def wasm_row(tok, args) -> None:
+    """The same generation by a Wasm controller (wasm_src/yesno.c: splice a prefix, then sample
+    under the host's mask for the regex until EOS), in process, bounded by fuel."""
+    try:
+        from logitgate.controllers import wasm
+    except ImportError:
+        print("| Wasm controller (yesno.c) | not run: pip install wasmtime | | | |")
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            module = wasm.WasmModule.from_file(wasm.build_c([wasm.C_SOURCES / "yesno.c"], Path(tmp) / "y.wasm"))
+        except wasm.WasmError as exc:
+            print(f"| Wasm controller (yesno.c) | not run: {exc} | | | |")
+            return
+    factory = module.controller_factory(wasm.WasmLimits(), arg="Say:\n" + REGEX)
+    gaps, starts = [], []
+    for _ in range(args.repeat + 1):
+        stamps: list[float] = []
+        t = time.perf_counter()
+        res = run_controller(factory, FixedModel(tok), "x", max_tokens=args.tokens + 10,
+                             on_event=lambda i, k, d: stamps.append(time.perf_counter()) if k == "text" else None)
+        assert not any(s.error for s in res.sequences), res.sequences[0].log
+        gaps += [b - a for a, b in zip(stamps[1:], stamps[2:])]
+        starts.append(stamps[0] - t)
+    per = statistics.median(gaps)
+    p90 = sorted(gaps)[int(0.9 * len(gaps))]
+    print(f"| Wasm controller (C, yesno.c: host regex mask), in process | {per * 1e6:.0f} | "
+          f"{(per - DIRECT[0]) * 1e6:+.0f} | {p90 * 1e6:.0f} | {statistics.median(starts) * 1e3:.1f} |")
+
+
+DIRECT = [0.0]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=60)
@@ -162,7 +197,7 @@ def main(argv=None) -> int:
     direct(tok, args.tokens, logits)  # warm: compile, first visits
     run_script(tok, 1, args.tokens)
     d = [direct(tok, args.tokens, logits) for _ in range(args.repeat)]
-    d_per = statistics.median(s / n for n, s in d)
+    d_per = DIRECT[0] = statistics.median(s / n for n, s in d)
     print("\n| path | per token µs | overhead over direct µs | p90 µs | first token after start, ms |")
     print("|---|---:|---:|---:|---:|")
     print(f"| direct: Matcher fill + apply + argmax + accept | {d_per * 1e6:.0f} | | | |")
@@ -177,6 +212,7 @@ def main(argv=None) -> int:
         where = "a worker process (pipe + shared memory)" if process else "in process"
         print(f"| pyctrl script through the runner, controller {where} | {per * 1e6:.0f} | "
               f"{(per - d_per) * 1e6:+.0f} | {p90 * 1e6:.0f} | {statistics.median(starts) * 1e3:.1f} |")
+    wasm_row(tok, args)
     print(f"\n| {args.forks} parallel sequences (fork({args.forks}), then gen_tokens under the regex) | step ms "
           "(median) | p90 ms | per sequence per step µs | the fork step, ms |")
     print("|---|---:|---:|---:|---:|")
