@@ -361,3 +361,25 @@ def test_workers_compute_during_the_forward_pass(tok_spm, tracked):
     spans = [tuple(map(float, x.split(","))) for x in res.variables["spans"].decode().strip(";").split(";")]
     overlapping = sum(1 for s, e in spans for s2, e2 in model.spans if s < e2 and s2 < e)
     assert overlapping >= 6, (spans, model.spans)
+
+
+def test_replies_read_late_do_not_count_against_the_limits(tok_spm, tracked):
+    """A slow forward pass delays the collection of the workers' replies past their calls' limits:
+    the calls finished in time, so nothing is killed (and the runner does not spin)."""
+    import signal
+
+    from .test_controller_runner import SlowModel
+
+    limits = Limits(pre_process=0.1, mid_process=0.1, post_process=0.1)
+    steps = [("text", "Answer:"), ("fork", 2), ("regex", " [0-9]+", 3), ("store", "n")]
+    model = SlowModel(tok_spm, b"Answer: 1234567 is right", 0.3)
+    old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("the runner hangs")))
+    signal.alarm(30)
+    try:
+        with tracked.factory(lambda h: Steps(h, steps), limits) as rt:
+            res = run_controller(rt, model, "prompt", limits=limits)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert [s.error for s in res.sequences] == [None, None]
+    assert [s.text for s in res.sequences] == ["Answer: 12"] * 2

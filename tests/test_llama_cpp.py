@@ -147,9 +147,10 @@ def test_cli_runs_pyctrl_samples_on_the_embedded_model(capsys, tmp_path):
     out = capsys.readouterr().out
     assert re.search(r"== sequence 0 \(stop\)\n\n(Yes|No)\n", out), out
     # 10 forks of 200 tokens each, run as one batch per step on llama.cpp
-    assert main(["run", str(samples / "forkbomb.py"), "--runtime", "llama-cpp", "--checks", "report",
-                 "--max-tokens", "400"]) == 0
+    rc = main(["run", str(samples / "forkbomb.py"), "--runtime", "llama-cpp", "--checks", "report",
+               "--max-tokens", "400"])
     out = capsys.readouterr().out
+    assert rc == 0, out
     assert out.count("== sequence") == 10 and all(f"foo{i} = " in out for i in range(10))
     forks = tmp_path / "forks.py"
     forks.write_text(

@@ -140,6 +140,10 @@ def _block_size(n_words: int) -> int:
     return _status_offset(n_words) + 16
 
 
+_DONE = -2
+"""The call index a worker publishes once its chain is over (the parent set -1 when it sent it)."""
+
+
 def _status_offset(n_words: int) -> int:
     return (n_words * 4 + 7) // 8 * 8
 
@@ -185,16 +189,25 @@ def _status_text(status: int | None) -> str:
 
 
 class _RemoteVariables(VariableStore):
-    """The request's variables, asked of the parent over the worker's channel."""
+    """The request's variables, asked of the parent over the worker's channel. The parent answers
+    when it collects replies (after the model's forward pass): the time a call waits for an answer
+    is not counted against its limit (``waited``; the start time published for the parent's
+    deadline moves by as much)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, worker: _Worker) -> None:
         super().__init__()
-        self.conn = conn
+        self.worker = worker
+        self.waited = 0.0
 
     def _ask(self, op: str, *args: Any) -> Any:
-        self.conn.send(("var", op, args))
-        tag, value = self.conn.recv()
+        w = self.worker
+        t = time.perf_counter()
+        w.conn.send(("var", op, args))
+        tag, value = w.conn.recv()
         assert tag == "varres", tag
+        dt = time.perf_counter() - t
+        self.waited += dt
+        w.progress[1] += dt
         return value
 
     def get(self, name: str) -> bytes | None:
@@ -322,16 +335,22 @@ class _Worker:
             t = time.perf_counter()
             progress[1] = t
             progress[0] = i
+            variables = self.host.variables if self.host is not None else None
+            waited = variables.waited if isinstance(variables, _RemoteVariables) else 0.0
             try:
                 r = getattr(ctrl, name)(*args)
             except BaseException as exc:  # noqa: BLE001
                 tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                progress[0] = _DONE
                 self.reply(("err", type(exc).__name__, str(exc), tb, name, times))
                 return
+            if isinstance(variables, _RemoteVariables):
+                t += variables.waited - waited
             times.append(time.perf_counter() - t)
             results.append(r)
             if name in _CHAIN_BREAKS and not isinstance(r, Continue):
                 break
+        progress[0] = _DONE
         self.reply(("chain", [self.result(r) for r in results], times))
 
     def do_fork(self, new_id: int) -> None:
@@ -367,8 +386,6 @@ class _Worker:
             host.seq_id = new_id
             host.log.seek(0)
             host.log.truncate()
-            if isinstance(host.variables, _RemoteVariables):
-                host.variables.conn = self.conn
             self.conn.send(("hello", os.getpid(), None, ""))
             self.loop()
         finally:
@@ -393,7 +410,7 @@ def _worker_main(conn: Connection, buf: Any, n_words: int, factory: Callable[[Co
                 size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
             cap = size + int(memory_limit)
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        host = ControllerHost(parent_host.tokenizer, parent_host.tokenize_bytes, _RemoteVariables(conn),
+        host = ControllerHost(parent_host.tokenizer, parent_host.tokenize_bytes, _RemoteVariables(w),
                               parent_host.seq_id, log, list(parent_host.tokens))
         w.host = host
         w.synced = list(host.tokens)
@@ -688,6 +705,8 @@ class RemoteController(PipelinedController):
                 t = float(st[1])
                 if int(st[0]) == i:
                     break
+            if i == _DONE:  # the reply is on its way (or waiting to be read): no limit runs
+                return float("inf"), "", 0.0
             if i >= 0:
                 started = t
         name = self._chain[max(i, 0)] if self._chain else "call"
@@ -734,12 +753,14 @@ class RemoteController(PipelinedController):
             now = time.perf_counter()
             soonest = min(c._deadline()[0] for c in pending.values())
             if soonest <= now:
-                ready = []
-            elif len(pending) == 1:  # the common case of one sequence: no selector to build
-                (conn,) = pending
-                ready = [conn] if conn.poll(soonest - now) else []
+                ready = [conn for conn in pending if conn.poll(0)]
             else:
-                ready = connection_wait(list(pending), soonest - now)
+                wait = None if soonest == float("inf") else soonest - now
+                if len(pending) == 1:  # the common case of one sequence: no selector to build
+                    (conn,) = pending
+                    ready = [conn] if conn.poll(wait) else []
+                else:
+                    ready = connection_wait(list(pending), wait)
             if not ready:
                 now = time.perf_counter()
                 for conn, c in list(pending.items()):
