@@ -7,6 +7,8 @@ own generation loop.
 """
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import os
 import shutil
@@ -24,7 +26,7 @@ from ..matcher import Matcher, fill_next_token_bitmasks
 from ..vocab import Tokenizer
 from .models import ModelError, chatml, default_system_prompt, file_digest, require
 
-__all__ = ["LogitgateLogitsProcessor", "TransformersModel"]
+__all__ = ["LogitgateLogitsProcessor", "TransformersModel", "TransformersSequences"]
 
 
 class LogitgateLogitsProcessor:
@@ -105,6 +107,7 @@ class TransformersModel:
         self.default_system = default_system
         self._cache: Any = None
         self._n = 0
+        self._cache_kwarg = _cache_kwarg(self.model)
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike[str], *, n_threads: int | None = None,
@@ -174,8 +177,8 @@ class TransformersModel:
         torch = self.torch
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         with torch.inference_mode():
-            out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
-        self._cache = out.past_key_values
+            out = self.model(input_ids=ids, use_cache=True, **{self._cache_kwarg: self._cache})
+        self._cache = _returned_cache(out)
         self._n += len(tokens)
         return out.logits[0, -1].float().numpy().copy()
 
@@ -186,8 +189,266 @@ class TransformersModel:
             self.reset()
             return
         if n_past < self._n:
-            self._cache.crop(n_past)
+            # a negative count (tokens to drop) crops on transformers 4.x and 5.x alike
+            self._cache.crop(n_past - self._n)
             self._n = n_past
+
+    def sequences(self, n: int = 64) -> TransformersSequences:
+        """``n`` sequences of this model, each with its own KV cache, decoded together in one
+        batched forward pass (the controller runner's forks; see ``TransformersSequences``). A
+        fresh set each call; this model's own single-sequence cache is left alone."""
+        return TransformersSequences(self, n)
+
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The name of the forward pass's KV-cache argument: ``cache`` (transformers 5.x) or
+    ``past_key_values`` (4.x)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _returned_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned (``out.cache`` on transformers 5.x, else
+    ``out.past_key_values``)."""
+    cache = out.get("cache") if hasattr(out, "get") else None
+    return cache if cache is not None else out.past_key_values
+
+
+def _plain_kv_cache(model: Any) -> bool:
+    """Whether ``model`` keeps plain growing key/value tensors in a ``DynamicCache`` (every layer a
+    ``DynamicLayer``: full attention, no sliding window, no recurrent state), so that slots can be
+    padded into one batch cache and cut out of it again."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:  # transformers before the layered Cache API
+        return False
+    try:
+        layers = DynamicCache(config=model.config).layers
+    except Exception:  # noqa: BLE001 - a config DynamicCache cannot read: play safe
+        return False
+    params = inspect.signature(model.forward).parameters
+    return (all(type(layer) is DynamicLayer for layer in layers)
+            and {"attention_mask", "position_ids"} <= params.keys())
+
+
+_PAD_SLACK = 16
+"""Items whose new-token counts differ by at most this many (or a quarter of the longest) share a
+batch; longer ones (a prompt beside one-token steps) run in a batch of their own rather than
+padding every row to their length."""
+
+_KV = list[tuple[Any, Any]]
+"""One slot's cache in batched mode: per layer, keys and values ``[1, heads, tokens, head_dim]``."""
+
+
+class TransformersSequences:
+    """``n`` sequences (slots) of one ``TransformersModel``, the multi-sequence interface of the
+    controller runner (as ``LlamaCppSequences``): each slot has its own KV cache; ``copy`` forks a
+    slot by sharing its parent's tensors (slices, no recomputation), ``truncate`` crops, and
+    ``decode`` runs the new tokens of many slots in one batched forward pass.
+
+    Batching: each slot's past keys/values are left-padded to the longest past, the new tokens
+    right-padded to the longest item, with a 2-D ``attention_mask`` that zeroes the padding and
+    explicit ``position_ids`` (each slot's own positions); afterwards each slot keeps its rows of
+    the grown batch cache without the padding (views, no copy); the same slots stepping on at
+    equal lengths reuse that batch cache as it is, without padding again. That needs a cache of plain
+    key/value tensors (``DynamicLayer``s: Llama, Qwen, Mistral, Phi...). Models whose cache holds
+    anything else (sliding windows, recurrent state) or transformers before 4.56 run each item in
+    a forward pass of its own on a per-slot cache object instead (``batched`` is False): same
+    results, no batching; a fork then deep-copies the cache, or re-runs the tokens where the cache
+    cannot be cropped.
+    """
+
+    def __init__(self, model: TransformersModel, n: int = 64) -> None:
+        if n < 1:
+            raise ValueError(f"sequences(n) needs n >= 1, got {n}")
+        self.model = model
+        self.torch = model.torch
+        self.n_seq_max = n
+        self.batched = _plain_kv_cache(model.model)
+        self._cache_kwarg = _cache_kwarg(model.model)
+        params = inspect.signature(model.model.forward).parameters
+        self._logits_to_keep = "logits_to_keep" in params
+        self._tokens: list[list[int]] = [[] for _ in range(n)]
+        self._kv: list[_KV | None] = [None] * n      # batched mode
+        self._caches: list[Any] = [None] * n        # per-item mode: a transformers Cache, or None
+        self._resident: tuple[_KV, list[_KV | None]] | None = None
+        """The last batch's grown cache and the slots' caches cut from it (see ``_decode_batch``)."""
+        self.forward_calls = 0
+        """Forward passes run so far (one per batch of items), for tests and measurements."""
+
+    def _check(self, slot: int) -> int:
+        if not 0 <= slot < self.n_seq_max:
+            raise ValueError(f"slot {slot} is out of range: these sequences have {self.n_seq_max} slots "
+                             f"(model.sequences(n) with a larger n for more)")
+        return slot
+
+    def length(self, slot: int) -> int:
+        """How many tokens slot ``slot`` holds."""
+        return len(self._tokens[self._check(slot)])
+
+    def copy(self, src: int, dst: int, n: int) -> None:
+        """Slot ``dst`` becomes the first ``n`` tokens of slot ``src`` (a fork)."""
+        self._check(src), self._check(dst)
+        if not 0 <= n <= len(self._tokens[src]):
+            raise ValueError(f"cannot copy {n} tokens of slot {src}: it holds {len(self._tokens[src])}")
+        if src == dst:
+            self.truncate(dst, n)
+            return
+        self._tokens[dst] = self._tokens[src][:n]
+        if self.batched:
+            kv = self._kv[src]
+            with self.torch.inference_mode():
+                self._kv[dst] = [(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n and kv else None
+        else:
+            cache = self._caches[src]
+            self._caches[dst] = None
+            if n and cache is not None and (n == len(self._tokens[src]) or getattr(cache, "is_croppable", False)):
+                cache = copy.deepcopy(cache)
+                if n < len(self._tokens[src]):
+                    cache.crop(n - len(self._tokens[src]))
+                self._caches[dst] = cache  # else the next decode re-runs the tokens
+
+    def truncate(self, slot: int, n: int) -> None:
+        """Keep the first ``n`` tokens of slot ``slot`` (all of them if it holds fewer)."""
+        have = len(self._tokens[self._check(slot)])
+        if n >= have:
+            return
+        n = max(n, 0)
+        del self._tokens[slot][n:]
+        if self.batched:
+            kv = self._kv[slot]
+            with self.torch.inference_mode():
+                self._kv[slot] = [(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n and kv else None
+        else:
+            cache = self._caches[slot]
+            if n and cache is not None and getattr(cache, "is_croppable", False):
+                cache.crop(n - have)
+            else:
+                self._caches[slot] = None  # the next decode re-runs the tokens
+
+    def decode(self, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
+        """``items``: ``(slot, position of the first new token, new tokens)``, each slot at most
+        once; returns the logits after the last new token of each item (float32). A position
+        below the slot's length truncates it there first. In batched mode the items run in one
+        forward pass (items of very different lengths, such as a prompt beside one-token steps,
+        in a few)."""
+        seen: set[int] = set()
+        for slot, pos, toks in items:
+            self._check(slot)
+            if slot in seen:
+                raise ValueError(f"slot {slot} appears twice in one decode")
+            seen.add(slot)
+            if not toks:
+                raise ValueError(f"slot {slot}: decode needs at least one new token")
+            if not 0 <= pos <= len(self._tokens[slot]):
+                raise ValueError(f"slot {slot} holds {len(self._tokens[slot])} tokens: "
+                                 f"cannot decode at position {pos}")
+        for slot, pos, _ in items:
+            self.truncate(slot, pos)
+        out: list[np.ndarray | None] = [None] * len(items)
+        if not self.batched:
+            for k, (slot, _, toks) in enumerate(items):
+                out[k] = self._decode_one(slot, list(toks))
+            return out  # type: ignore[return-value]
+        for group in self._groups(items):
+            for k, logits in zip(group, self._decode_batch([(items[k][0], list(items[k][2])) for k in group])):
+                out[k] = logits
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _groups(items: Sequence[tuple[int, int, Sequence[int]]]) -> list[list[int]]:
+        """Item indices in batches of similar new-token counts (see ``_PAD_SLACK``)."""
+        order = sorted(range(len(items)), key=lambda k: -len(items[k][2]))
+        groups: list[list[int]] = []
+        longest = 0
+        for k in order:
+            q = len(items[k][2])
+            if groups and longest - q <= max(_PAD_SLACK, longest // 4):
+                groups[-1].append(k)
+            else:
+                groups.append([k])
+                longest = q
+        return groups
+
+    def _decode_one(self, slot: int, toks: list[int]) -> np.ndarray:
+        """Per-item mode: one forward pass on the slot's own cache (re-running its tokens first
+        where the cache was dropped)."""
+        torch = self.torch
+        cache = self._caches[slot]
+        run = toks if cache is not None else self._tokens[slot] + toks
+        ids = torch.tensor([run], dtype=torch.long)
+        with torch.inference_mode():
+            out = self.model.model(input_ids=ids, use_cache=True, **{self._cache_kwarg: cache})
+        self.forward_calls += 1
+        self._caches[slot] = _returned_cache(out)
+        self._tokens[slot].extend(toks)
+        return out.logits[0, -1].float().numpy().copy()
+
+    def _decode_batch(self, batch: list[tuple[int, list[int]]]) -> list[np.ndarray]:
+        """Batched mode: one forward pass for ``(slot, new tokens)`` pairs, as the class docstring
+        describes; updates each slot's cache and tokens."""
+        torch = self.torch
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+
+        past = [len(self._tokens[s]) for s, _ in batch]
+        new = [len(t) for _, t in batch]
+        b, p_max, q_max = len(batch), max(past), max(new)
+        ids = torch.zeros((b, q_max), dtype=torch.long)
+        mask = torch.zeros((b, p_max + q_max), dtype=torch.long)
+        positions = torch.empty((b, q_max), dtype=torch.long)
+        for r, ((_, toks), p, q) in enumerate(zip(batch, past, new)):
+            ids[r, :q] = torch.tensor(toks, dtype=torch.long)
+            mask[r, p_max - p:p_max + q] = 1
+            positions[r] = torch.arange(p, p + q_max)  # the padding continues (masked out anyway)
+        kwargs: dict[str, Any] = {}
+        if self._logits_to_keep:  # only the rows' last tokens go through the LM head
+            keep = sorted({q - 1 for q in new})
+            kwargs["logits_to_keep"] = torch.tensor(keep, dtype=torch.long)
+            col = [keep.index(q - 1) for q in new]
+        else:
+            col = [q - 1 for q in new]
+        with torch.inference_mode():
+            cache = DynamicCache()
+            kvs = [self._kv[s] for s, _ in batch]
+            resident = self._resident
+            if (resident is not None and len(resident[1]) == b and all(x is y for x, y in zip(kvs, resident[1]))
+                    and p_max == min(past)):
+                padded = resident[0]  # the same sequences stepping together: their last batch as it was
+            else:
+                n_layers = max(len(kv) for kv in kvs if kv) if p_max else 0
+                padded = [tuple(_left_pad([kv[i][j] if kv else None for kv in kvs], past, p_max) for j in (0, 1))
+                          for i in range(n_layers)]
+            for keys, values in padded:
+                layer = DynamicLayer()
+                layer.update(keys[:, :, :0], values[:, :, :0])  # initialise, then adopt without a copy
+                layer.keys, layer.values = keys, values
+                cache.layers.append(layer)
+            out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                                   **{self._cache_kwarg: cache}, **kwargs)
+            self.forward_calls += 1
+            grown = _returned_cache(out)
+            layers = [(layer.keys, layer.values) for layer in grown.layers]
+            for r, ((slot, toks), p, q) in enumerate(zip(batch, past, new)):
+                lo, hi = p_max - p, p_max + q
+                self._kv[slot] = [(k[r:r + 1, :, lo:hi], v[r:r + 1, :, lo:hi]) for k, v in layers]
+                self._tokens[slot].extend(toks)
+            # kept while these slots are untouched: a next step of the same slots with equal
+            # lengths (no padding anywhere) reuses it instead of padding the rows together again
+            self._resident = (layers, [self._kv[s] for s, _ in batch]) if min(new) == q_max else None
+            logits = out.logits[torch.arange(b), torch.tensor(col)].float()
+        return [row.numpy().copy() for row in logits]
+
+
+def _left_pad(parts: list[Any], past: list[int], p_max: int) -> Any:
+    """``[batch, heads, p_max, head_dim]``: each row's ``[1, heads, p, head_dim]`` tensor (None
+    where ``p`` is 0) after ``p_max - p`` zero columns."""
+    ref = next(x for x in parts if x is not None)
+    out = ref.new_zeros((len(parts), ref.shape[1], p_max, ref.shape[3]))
+    for r, (x, p) in enumerate(zip(parts, past)):
+        if x is not None and p:
+            out[r, :, p_max - p:] = x[0]
+    return out
 
 
 def _convert_gguf(path: Path, folder: Path) -> None:
