@@ -370,9 +370,9 @@ def test_replies_read_late_do_not_count_against_the_limits(tok_spm, tracked):
 
     from .test_controller_runner import SlowModel
 
-    limits = Limits(pre_process=0.1, mid_process=0.1, post_process=0.1)
+    limits = Limits(pre_process=0.25, mid_process=0.25, post_process=0.25)
     steps = [("text", "Answer:"), ("fork", 2), ("regex", " [0-9]+", 3), ("store", "n")]
-    model = SlowModel(tok_spm, b"Answer: 1234567 is right", 0.3)
+    model = SlowModel(tok_spm, b"Answer: 1234567 is right", 0.6)
     old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("the runner hangs")))
     signal.alarm(30)
     try:
