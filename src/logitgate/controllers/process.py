@@ -142,6 +142,8 @@ def _block_size(n_words: int) -> int:
 
 _DONE = -2
 """The call index a worker publishes once its chain is over (the parent set -1 when it sent it)."""
+_WAITING = -3
+"""... while a call waits for the runtime to answer a variable request."""
 
 
 def _status_offset(n_words: int) -> int:
@@ -202,12 +204,15 @@ class _RemoteVariables(VariableStore):
     def _ask(self, op: str, *args: Any) -> Any:
         w = self.worker
         t = time.perf_counter()
+        running = w.progress[0]
+        w.progress[0] = _WAITING  # no limit runs while the runtime owes the answer
         w.conn.send(("var", op, args))
         tag, value = w.conn.recv()
         assert tag == "varres", tag
         dt = time.perf_counter() - t
         self.waited += dt
         w.progress[1] += dt
+        w.progress[0] = running
         return value
 
     def get(self, name: str) -> bytes | None:
@@ -707,6 +712,8 @@ class RemoteController(PipelinedController):
                     break
             if i == _DONE:  # the reply is on its way (or waiting to be read): no limit runs
                 return float("inf"), "", 0.0
+            if i == _WAITING:  # for the runtime's answer: look again soon, judge nothing now
+                return time.perf_counter() + 0.005, "", float("inf")
             if i >= 0:
                 started = t
         name = self._chain[max(i, 0)] if self._chain else "call"
@@ -765,7 +772,7 @@ class RemoteController(PipelinedController):
                 now = time.perf_counter()
                 for conn, c in list(pending.items()):
                     deadline, name, limit = c._deadline()
-                    if deadline <= now and not conn.poll(0):
+                    if deadline <= now and limit != float("inf") and not conn.poll(0):
                         del pending[conn]
                         try:
                             c._timeout(name, limit)
