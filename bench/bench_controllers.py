@@ -33,12 +33,17 @@ class FixedModel:
     """A ``Model`` with instant, fixed logits (a seeded random preference over the vocabulary), and
     the many-sequences interface of ``LlamaCppSequences``."""
 
-    def __init__(self, tokenizer: logitgate.Tokenizer) -> None:
+    def __init__(self, tokenizer: logitgate.Tokenizer, forward_s: float = 0.0) -> None:
         self.name = "fixed"
+        self.sleep = forward_s
+        """Seconds each forward pass (each batched decode) takes, sleeping as native code runs:
+        without the GIL."""
         self.tokenizer = tokenizer
         self.logits = np.random.default_rng(0).standard_normal(tokenizer.vocab_size).astype(np.float32)
         self._n = 0
         self.forward_s = 0.0
+        self.passes: list[float] = []
+        """The duration of each forward pass (each decode), sleep included."""
 
     @property
     def n_past(self) -> int:
@@ -73,7 +78,12 @@ class FixedModel:
 
     def forward(self, tokens):
         self._n += len(tokens)
-        return self.logits.copy()
+        t = time.perf_counter()
+        if self.sleep:
+            time.sleep(self.sleep)
+        out = self.logits.copy()
+        self.passes.append(time.perf_counter() - t)
+        return out
 
     def truncate(self, n: int) -> None:
         self._n = n
@@ -95,8 +105,11 @@ class FixedSequences:
 
     def decode(self, items):
         t = time.perf_counter()
+        if self.model.sleep:
+            time.sleep(self.model.sleep)
         out = [self.model.logits.copy() for _ in items]
         self.model.forward_s += time.perf_counter() - t
+        self.model.passes.append(time.perf_counter() - t)
         return out
 
 
@@ -121,10 +134,11 @@ def direct(tok: logitgate.Tokenizer, max_tokens: int, logits: np.ndarray) -> tup
     return n, time.perf_counter() - t
 
 
-def run_script(tok, n_forks: int, max_tokens: int, process: bool = False, overlap: bool = True):
+def run_script(tok, n_forks: int, max_tokens: int, process: bool = False, overlap: bool = True,
+               forward_s: float = 0.0):
     """One run; returns (result, seconds, the gaps between sequence 0's steps, the first of which
-    is the fork, worker start seconds)."""
-    model = FixedModel(tok)
+    is the fork, worker start seconds, the median forward pass in seconds)."""
+    model = FixedModel(tok, forward_s)
     factory = scripting.script_factory(script(n_forks, max_tokens), "<bench>")
     stamps: list[float] = []
 
@@ -145,7 +159,7 @@ def run_script(tok, n_forks: int, max_tokens: int, process: bool = False, overla
     errors = [s.error for s in res.sequences if s.error]
     assert not errors, errors[:3]
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    return res, total, gaps, stamps[0] - t
+    return res, total, gaps, stamps[0] - t, statistics.median(model.passes) if model.passes else 0.0
 
 
 def wasm_row(tok, args) -> None:
@@ -188,6 +202,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=60)
     ap.add_argument("--forks", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--forward-ms", type=float, default=10.0, help="the simulated forward pass of the overlap rows")
     args = ap.parse_args(argv)
     tok = logitgate.Tokenizer.from_gguf(embedded_model_path())
     logits = FixedModel(tok).logits
@@ -204,7 +219,7 @@ def main(argv=None) -> int:
     for process in (False, True):
         gaps, starts = [], []
         for _ in range(args.repeat):
-            res, total, g, first = run_script(tok, 1, args.tokens, process)
+            res, total, g, first, _ = run_script(tok, 1, args.tokens, process)
             gaps += g[1:]
             starts.append(first)
         per = statistics.median(gaps)
@@ -213,21 +228,42 @@ def main(argv=None) -> int:
         print(f"| pyctrl script through the runner, controller {where} | {per * 1e6:.0f} | "
               f"{(per - d_per) * 1e6:+.0f} | {p90 * 1e6:.0f} | {statistics.median(starts) * 1e3:.1f} |")
     wasm_row(tok, args)
-    print(f"\n| {args.forks} parallel sequences (fork({args.forks}), then gen_tokens under the regex) | step ms "
-          "(median) | p90 ms | per sequence per step µs | the fork step, ms |")
+    fwd = args.forward_ms / 1e3
+    print(f"\nWith a {args.forward_ms:g} ms forward pass (a sleep: native code, without the GIL), what the step "
+          "costs beyond the pass's measured duration (the chain overlaps the pass):")
+    print("\n| path | step µs | over the forward pass µs | over direct µs | p90 over the pass µs |")
     print("|---|---:|---:|---:|---:|")
     for process in (False, True):
-        gaps, forks = [], []
+        gaps, passes = [], []
         for _ in range(args.repeat):
-            res, total, g, first = run_script(tok, args.forks, args.tokens, process)
-            assert len(res.sequences) == args.forks
-            forks.append(g[0])
+            res, total, g, first, p = run_script(tok, 1, args.tokens, process, forward_s=fwd)
             gaps += g[1:]
-        step = statistics.median(gaps)
+            passes.append(p)
+        per = statistics.median(gaps)
         p90 = sorted(gaps)[int(0.9 * len(gaps))]
-        where = "worker processes" if process else "in process"
-        print(f"| {where} | {step * 1e3:.2f} | {p90 * 1e3:.2f} | {step / args.forks * 1e6:.0f} | "
-              f"{statistics.median(forks) * 1e3:.0f} |")
+        fwd_real = statistics.median(passes)
+        where = "worker process" if process else "in process"
+        print(f"| pyctrl script, {where} | {per * 1e6:.0f} | {(per - fwd_real) * 1e6:+.0f} | "
+              f"{(per - fwd_real - d_per) * 1e6:+.0f} | {(p90 - fwd_real) * 1e6:+.0f} |")
+    for forward_s in (0.0, fwd):
+        print(f"\n| {args.forks} parallel sequences (fork({args.forks}), then gen_tokens under the regex), "
+              f"forward pass {forward_s * 1e3:g} ms | step ms (median) | over the pass ms | p90 ms | "
+              "per sequence per step µs | the fork step, ms |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for process in (False, True):
+            gaps, forks, passes = [], [], []
+            for _ in range(args.repeat):
+                res, total, g, first, p = run_script(tok, args.forks, args.tokens, process, forward_s=forward_s)
+                assert len(res.sequences) == args.forks
+                forks.append(g[0])
+                gaps += g[1:]
+                passes.append(p if forward_s else 0.0)
+            fwd_real = statistics.median(passes)
+            step = statistics.median(gaps)
+            p90 = sorted(gaps)[int(0.9 * len(gaps))]
+            where = "worker processes" if process else "in process"
+            print(f"| {where} | {step * 1e3:.2f} | {(step - fwd_real) * 1e3:.2f} | {p90 * 1e3:.2f} | "
+                  f"{(step - fwd_real) / args.forks * 1e6:.0f} | {statistics.median(forks) * 1e3:.0f} |")
     return 0
 
 

@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import ctypes
 import io
+import math
 import os
+import select
 import signal
 import socket
 import sys
@@ -53,11 +55,10 @@ import time
 import traceback
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import Pipe, reduction
 from multiprocessing.connection import Connection
-from multiprocessing.connection import wait as connection_wait
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -432,6 +433,24 @@ def _worker_main(conn: Connection, buf: Any, n_words: int, factory: Callable[[Co
         os._exit(0)
 
 
+def _readable(conns: Iterable[Connection], timeout: float | None) -> list[Connection]:
+    """The connections with something to read (or closed) within ``timeout`` seconds (None: no
+    limit): one ``poll`` system call (``multiprocessing.connection.wait`` builds a selector object
+    each time, which costs more than the rest of collecting a reply)."""
+    p = select.poll()
+    by_fd = {}
+    for c in conns:
+        fd = c.fileno()
+        by_fd[fd] = c
+        p.register(fd, select.POLLIN | select.POLLPRI)
+    ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+    while True:
+        try:
+            return [by_fd[fd] for fd, _ in p.poll(ms)]
+        except InterruptedError:  # pragma: no cover (PEP 475 retries; kept for old Pythons)
+            continue
+
+
 # ------------------------------------------------------------------------------------------------
 # the parent side
 # ------------------------------------------------------------------------------------------------
@@ -759,20 +778,12 @@ class RemoteController(PipelinedController):
         while pending:
             now = time.perf_counter()
             soonest = min(c._deadline()[0] for c in pending.values())
-            if soonest <= now:
-                ready = [conn for conn in pending if conn.poll(0)]
-            else:
-                wait = None if soonest == float("inf") else soonest - now
-                if len(pending) == 1:  # the common case of one sequence: no selector to build
-                    (conn,) = pending
-                    ready = [conn] if conn.poll(wait) else []
-                else:
-                    ready = connection_wait(list(pending), wait)
+            ready = _readable(pending, 0.0 if soonest <= now else None if soonest == float("inf") else soonest - now)
             if not ready:
                 now = time.perf_counter()
                 for conn, c in list(pending.items()):
                     deadline, name, limit = c._deadline()
-                    if deadline <= now and limit != float("inf") and not conn.poll(0):
+                    if deadline <= now and limit != float("inf") and not _readable([conn], 0.0):
                         del pending[conn]
                         try:
                             c._timeout(name, limit)
