@@ -322,9 +322,23 @@ def test_a_memory_bomb_hits_the_memory_limit(tok_spm, wasm_modules):
     ("varbomb", "over the limit of 1048576 bytes per variable"),
 ])
 def test_a_bad_host_call_or_trap_ends_only_that_sequence(tok_spm, wasm_modules, mode, needle):
-    good, bad = run_hostile(tok_spm, wasm_modules["hostile"], mode).sequences
+    # the variable bomb's host work (copying the growing value) is paid in fuel: give it enough
+    # to reach the variable limit first
+    limits = WasmLimits(fuel_mid_process=4_000_000_000, memory_bytes=4 << 20) if mode == "varbomb" else FAST
+    good, bad = run_hostile(tok_spm, wasm_modules["hostile"], mode, wasm_limits=limits).sequences
     assert good.error is None and good.text == " ok"
     assert bad.stop_reason == "error" and needle in bad.error, bad.error
+
+
+def test_host_work_is_paid_in_fuel(tok_spm, wasm_modules):
+    """A loop of host calls (each cheap for the module, not for the host) runs out of fuel: the
+    variable bomb under the default budget, and any host call at a high price per call."""
+    good, bad = run_hostile(tok_spm, wasm_modules["hostile"], "varbomb").sequences
+    assert good.error is None and good.text == " ok"
+    assert "ran out of fuel" in bad.error and "in a host function" in bad.error
+    pricey = WasmLimits(fuel_per_host_call=10_000_000)  # pre_process's whole budget is 2e7
+    res = run_controller(wasm_modules["yesno"].controller_factory(pricey), ScriptedModel(tok_spm, b"Answer: yes", strict=False), "p")
+    assert "ran out of fuel" in res.sequences[0].error
 
 
 def test_the_log_is_capped(tok_spm, wasm_modules):

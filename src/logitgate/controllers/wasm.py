@@ -62,7 +62,9 @@ Imports, module ``"logitgate"`` (each may be left out)::
 In ``lg_mid_process`` the last ``sample_*``/``splice`` call wins (elsewhere they are ignored); each
 returns 1, so a module can ``return lg_splice(...)``. A bad pointer or length, an unknown handle,
 or a value over its limit traps the call (the sequence ends). Host functions cost fuel too: one
-unit per byte they copy (``dfa_mask``: also one per token).
+unit per byte they copy (``dfa_mask``: also one per token), plus ``WasmLimits.fuel_per_host_call``
+per call and ``fuel_per_host_second`` for the time the host worked (a regex compile, a mask), so a
+loop of host calls runs out of fuel like a loop of instructions.
 
 Fork: the runtime clones the instance: a fresh instance of the same module gets a copy of the
 memory, of every mutable global (all must be exported: C built by ``build_c`` exports its stack
@@ -82,6 +84,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +188,13 @@ class WasmLimits:
     """Log output kept per sequence; the rest is dropped (with a note)."""
     max_variable_bytes: int = 1 << 20
     """Largest value ``var_set``/``var_append`` may leave in a variable."""
+    fuel_per_host_call: int = 2_000
+    """What every host function call costs (about the time its Python wrapper takes)."""
+    fuel_per_host_second: int = 2_000_000_000
+    """What host work costs per second it took (compiling a regex in ``regex_new``, a mask), on
+    top of the bytes it copies: the rate of the Wasm instructions the fuel stands for, so a module
+    cannot stretch a call by having the host work for it (one compile is bounded by the regex
+    compiler's own state cap)."""
 
     def fuel(self, call: str) -> int:
         return int(getattr(self, "fuel_" + call))
@@ -482,7 +492,7 @@ class WasmController(Controller):
         for name in module.import_names:
             params, results = _IMPORTS[name]
             ty = w.FuncType([w.ValType.i32()] * params, [w.ValType.i32()] * results)
-            funcs.append(w.Func(store, ty, getattr(self, "_h_" + name), access_caller=True))
+            funcs.append(w.Func(store, ty, self._host(name), access_caller=True))
         store.set_fuel(limits.fuel_init_prompt)
         try:
             instance = w.Instance(store, module.module, funcs)
@@ -668,6 +678,22 @@ class WasmController(Controller):
         data = np.asarray(values[:max(cap, 0)], dtype="<i4").tobytes()
         self._write(caller, out, data, what)
         return len(values)
+
+    def _host(self, name: str) -> Callable[..., Any]:
+        """Host function ``name`` as the module calls it: its work is paid in fuel, a flat
+        ``fuel_per_host_call`` plus ``fuel_per_host_second`` for the time it took (on top of the
+        bytes it copies), so a module cannot stretch a call by making the host work for it."""
+        fn = getattr(self, "_h_" + name)
+        flat = self.limits.fuel_per_host_call
+        rate = self.limits.fuel_per_host_second
+
+        def call(caller: Any, *args: int) -> Any:
+            t = time.perf_counter()
+            out = fn(caller, *args)
+            self._charge(caller, flat + int((time.perf_counter() - t) * rate))
+            return out
+
+        return call
 
     def _charge(self, caller: Any, units: int) -> None:
         """Host work costs fuel too: one unit per byte copied."""
