@@ -437,14 +437,36 @@ def test_build_errors_are_clear(tmp_path, monkeypatch):
 # -- the embedded model --------------------------------------------------------------------------------
 def test_yesno_on_the_embedded_model(llama_model, wasm_modules):
     messages = [{"role": "user", "content": "Is the sky blue on a clear day? Answer yes or no."}]
-    t = time.perf_counter()
     res = run_controller(wasm_modules["yesno"].controller_factory(), llama_model, messages)
     (seq,) = res.sequences
     assert seq.error is None and seq.stop_reason == "stop", seq.log
     answer = res.variables["answer"].decode()
     assert re.fullmatch(r" (yes|no)", answer)
     assert seq.text == "Answer:" + answer
-    assert time.perf_counter() - t < 30
+
+
+def test_cli_runs_c_wat_and_wasm_controllers_on_the_embedded_model(llama_model, wasm_modules, tmp_path, capsys):
+    """`logitgate run` builds a .c controller, reads .wat text, loads .wasm, passes --arg, prints
+    each sequence and the variables, and exits 1 when a sequence failed."""
+    from logitgate.cli import main
+
+    arg = "Is ice cold? Answer:\n (yes|no)"
+    rc = main(["run", str(wasm.C_SOURCES / "yesno.c"), "--arg", arg, "--runtime", "llama-cpp", "--prompt", "Answer."])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    m = re.search(r"== sequence 0 \(stop\)\nIs ice cold\? Answer:( yes| no)\n== variables\nanswer = '( yes| no)'", out)
+    assert m and m.group(1) == m.group(2), out
+    wasm_file = tmp_path / "forks.wasm"
+    wasm.build_c([wasm.C_SOURCES / "forks.c"], wasm_file)
+    rc = main(["run", str(wasm_file), "--runtime", "llama-cpp", "--max-tokens", "12"])
+    out = capsys.readouterr().out
+    assert out.count("== sequence") == 3
+    for k in range(3):
+        assert re.search(rf"== sequence {k} \(\w+(: .*)?\)\n {k}=", out), out
+    bad = tmp_path / "bad.wat"
+    bad.write_text('(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))')
+    with pytest.raises(SystemExit, match="fd_write"):
+        main(["run", str(bad), "--runtime", "llama-cpp"])
 
 
 def test_calls_take_the_c_api_path_and_give_the_same_results(tok_spm, wasm_modules):
