@@ -4,6 +4,7 @@ hostile modules (infinite loop, memory bomb, fork bomb, WASI imports, bad pointe
 invalid binaries) that must end only their own sequence or be refused at load."""
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -487,3 +488,24 @@ def test_calls_take_the_c_api_path_and_give_the_same_results(tok_spm, wasm_modul
     assert fast.host.log.getvalue() == slow.host.log.getvalue() != ""
     assert type(fast.mid_process([0, 1])) is type(slow.mid_process([0, 1]))
     assert fast.host.variables.get("group") == slow.host.variables.get("group") == b"2"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="worker processes need os.fork")
+def test_wasm_controllers_in_worker_processes_match_in_process(tok_spm, wasm_modules):
+    """The worker runtime runs Wasm controllers too (a fork of the worker copies the instance):
+    the same texts and variables as in process, and a hostile module still ends alone."""
+    from logitgate.controllers.process import ProcessControllers
+
+    for name, target in (("yesno", b"Answer: yes"), ("forks", b" 1=42;")):
+        factory = wasm_modules[name].controller_factory()
+        local = run_controller(factory, ScriptedModel(tok_spm, target, strict=False), "p", max_tokens=20)
+        with ProcessControllers(factory) as rt:
+            remote = run_controller(rt, ScriptedModel(tok_spm, target, strict=False), "p", max_tokens=20)
+            assert rt.live_workers() == []
+        assert [(s.text, s.error) for s in remote.sequences] == [(s.text, s.error) for s in local.sequences]
+        assert remote.variables == local.variables
+    factory = wasm_modules["hostile"].controller_factory(FAST, arg="loop")
+    with ProcessControllers(factory) as rt:
+        good, bad = run_controller(rt, ScriptedModel(tok_spm, b"", strict=False), "p").sequences
+    assert good.error is None and good.text == " ok"
+    assert "ran out of fuel" in bad.error

@@ -255,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit(f"logitgate run: no script {path}")
     scripting.CHECKS = args.checks
     wasm = path.suffix in (".wasm", ".wat", ".c")
-    if wasm:  # a sandboxed Wasm controller (C is built first): in this process, bounded by fuel
+    if wasm:  # a sandboxed Wasm controller (C is built first), bounded by fuel
         factory = _wasm_factory(path, args)
     else:
         factory = scripting.load_script(path)
@@ -272,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"[{seq_id}] + {data!r}", file=sys.stderr, flush=True)
 
     prompt: Any = args.prompt if args.raw else ([{"role": "user", "content": args.prompt}] if args.prompt else "")
-    if args.in_process or wasm or os.name != "posix":
+    if args.in_process or os.name != "posix":
         res = run_controller(factory, model, prompt, max_tokens=args.max_tokens, temperature=args.temperature,
                              seed=args.seed, on_event=on_event)
     else:  # each sequence's controller in its own worker process, with hard time limits
