@@ -1,17 +1,22 @@
-"""Driving controllers with a model: the in-process runtime.
+"""Driving controllers with a model: the runtime.
 
-``run_controller(factory, model, prompt)`` creates the root controller, then at every step calls
-``pre_process`` on each live sequence (forking, suspending or stopping it), ``mid_process`` (a
-bitmask to sample the next token under, or a splice), appends the tokens, and calls
-``post_process``. Forked sequences run side by side; they share the request's variables. As in
-AICI, a sampled EOS does not end a sequence by itself: its controller decides (``Stop``).
+``run_controller(factory, model, prompt)`` creates the root controller, calls ``init_prompt`` and
+``pre_process``, then at every step: acts on each sequence's ``pre_process`` (forking, suspending
+or stopping it), takes its ``mid_process`` (a bitmask to sample the next token under, or a
+splice), appends the tokens, and runs one chain ``post_process`` → ``pre_process`` →
+``mid_process`` per sequence (``run_chain``: it stops at anything but ``Continue``), during which
+the model's forward pass for those sequences runs (``overlap``). Controllers that run elsewhere
+(``PipelinedController``: worker processes) get every chain before any is collected. Forked
+sequences run side by side; they share the request's variables. As in AICI, a sampled EOS does
+not end a sequence by itself: its controller decides (``Stop``).
 
 Each sequence keeps its own token list. A model that runs many sequences (``model.sequences(n)``,
-as ``LlamaCppModel`` does) gives each its own cache slot: a fork shares its parent's cache and one
-decode call runs the new tokens of every sequence that samples. Any other ``Model`` has one KV
-cache, moved between sequences by keeping the common prefix and re-running the rest. A controller that raises, breaks the protocol or overruns its time limit
-ends only its own sequence, with the cause in its log; the others go on. Time limits are checked
-when a call returns (a call that never returns is not interrupted in-process).
+as ``LlamaCppModel`` and ``TransformersModel`` do) gives each its own cache slot: a fork shares
+its parent's cache and one decode call runs the new tokens of every sequence. Any other ``Model``
+has one KV cache, moved between sequences by keeping the common prefix and re-running the rest.
+A controller that raises, breaks the protocol or overruns its time limit ends only its own
+sequence, with the cause in its log; the others go on. In process, time limits are checked when
+a call returns (a call that never returns is not interrupted); worker processes are killed.
 """
 from __future__ import annotations
 
@@ -49,7 +54,8 @@ __all__ = ["Limits", "SequenceResult", "RunResult", "run_controller", "run_chain
 @dataclass(frozen=True)
 class Limits:
     """Per-call time limits in seconds (AICI's are 1000 ms / 1 ms / 20 ms / 1 ms for native code;
-    these defaults leave room for Python controllers that compile constraints in ``mid_process``)."""
+    these defaults leave room for Python controllers that compile constraints in ``mid_process``).
+    Each call of a chain keeps its own limit."""
 
     init_prompt: float = 10.0
     pre_process: float = 1.0
