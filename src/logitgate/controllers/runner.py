@@ -348,9 +348,10 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                during: Callable[[], None] | None = None) -> list[tuple[_Seq, list[object]]]:
         """Run a chain of calls on each sequence; the results of those that did not fail or overrun
         a limit. ``during`` (the model's forward pass) runs on this thread meanwhile: controllers in
-        worker processes are all started before it and collected after it, in-process ones run on
-        a background thread (their Python code runs while the model's native code releases the GIL)
-        when the model's last pass took over a millisecond (else a thread costs more than it hides)."""
+        worker processes are all started before it; in-process controllers run, and the workers'
+        replies are collected, on a background thread (Python that runs while the model's native
+        code releases the GIL) when the model's last pass took over a millisecond (else a thread
+        costs more than it hides); otherwise both happen here, after the pass."""
         nonlocal pool
         remote = [(s, c) for s, c in batch if isinstance(s.controller, PipelinedController)]
         local = [(s, c) for s, c in batch if not isinstance(s.controller, PipelinedController)]
@@ -363,6 +364,16 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 except Exception as exc:  # noqa: BLE001
                     done[s.seq_id] = exc
 
+        def collect() -> None:
+            started = [s for s, _ in remote if s.seq_id not in done]
+            if started:
+                outcomes = type(started[0].controller).finish_many([s.controller for s in started])  # type: ignore
+                done.update((s.seq_id, o) for s, o in zip(started, outcomes))
+
+        def background() -> None:
+            run_local()
+            collect()
+
         for s, c in remote:
             try:
                 s.controller.start_calls(c)  # type: ignore[attr-defined]
@@ -370,21 +381,19 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 done[s.seq_id] = exc
         job: Future | None = None
         try:
-            if local and during is not None and forward_s > 1e-3:
+            if batch and during is not None and forward_s > 1e-3:
                 if pool is None:
                     pool = ThreadPoolExecutor(1, thread_name_prefix="logitgate-controllers")
-                job = pool.submit(run_local)
-            elif local:
+                job = pool.submit(background)
+            else:
                 run_local()
             if during is not None:
                 during()
         finally:
             if job is not None:
                 job.result()
-            started = [s for s, _ in remote if s.seq_id not in done]
-            if started:
-                outcomes = type(started[0].controller).finish_many([s.controller for s in started])  # type: ignore
-                done.update((s.seq_id, o) for s, o in zip(started, outcomes))
+            else:
+                collect()
         out = []
         for s, c in batch:
             o = done.get(s.seq_id)
