@@ -154,11 +154,14 @@ class LlamaCppModel:
         ptr = self._llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).astype(np.float32, copy=True)
 
-    def sequences(self, n_seq_max: int = 64) -> "LlamaCppSequences":
+    def sequences(self, n_seq_max: int = 64, *, n_ctx: int | None = None) -> "LlamaCppSequences":
         """A context running up to ``n_seq_max`` sequences of this model in one batch (the controller
-        runner's forks); created once and kept."""
-        if self._sequences is None or self._sequences.n_seq_max < n_seq_max:
-            self._sequences = LlamaCppSequences(self.llm, n_seq_max=n_seq_max)
+        runner's forks); created once and kept. ``n_ctx``: tokens of the cache all sequences share
+        (default 8192); a kept context with fewer slots or tokens is replaced."""
+        s = self._sequences
+        if s is None or s.n_seq_max < n_seq_max or (n_ctx is not None and s.n_ctx < n_ctx):
+            extra = {} if n_ctx is None else {"n_ctx": n_ctx}
+            self._sequences = LlamaCppSequences(self.llm, n_seq_max=n_seq_max, **extra)
         return self._sequences
 
     def truncate(self, n_past: int) -> None:
@@ -186,6 +189,8 @@ class LlamaCppSequences:
         if not self.ctx:
             raise RuntimeError(f"llama.cpp could not create a context for {n_seq_max} sequences of {n_ctx} tokens")
         self.mem = lc.llama_get_memory(self.ctx)
+        self.n_ctx = int(lc.llama_n_ctx(self.ctx))
+        """Tokens the cache holds, all sequences together."""
         self.n_seq_max = n_seq_max
         self.n_batch = n_batch
         self.n_vocab = int(llm.n_vocab())
