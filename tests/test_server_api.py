@@ -5,7 +5,10 @@ The engine is a fake that follows ``logitgate.server.engine``'s contract: it "ge
 scripted in the prompt (``SAY<<text>>``), token by token over the SentencePiece tokenizer, under
 the request's constraint: where the script leaves what the constraint allows, it takes the lowest
 allowed token (EOS first when allowed), so constrained outputs are valid whatever the script says.
-``SLOW`` in the prompt waits 50 ms per token, ``ERROR`` fails after two tokens.
+``SLOW`` in the prompt waits 50 ms per token, ``ERROR`` fails after two tokens, ``REFUSE`` and
+``SHUTDOWN`` are refused at submission (as the engine refuses a prompt too long, or when closing).
+The last section puts the real ``Engine`` behind the app: on the engine tests' fake
+multi-sequence model, and on the embedded model (skipped where it is not installed).
 """
 from __future__ import annotations
 
@@ -29,24 +32,16 @@ httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-import uvicorn  # noqa: E402
+import uvicorn
 
-import logitgate  # noqa: E402
-from logitgate.server import create_app  # noqa: E402
-from logitgate.server.openai_api import EngineFull, SamplingParams  # noqa: E402
+import logitgate
+from logitgate.server import create_app
+from logitgate.server.engine import SHUTTING_DOWN, Delta, EngineFull, SamplingParams
 
 API_KEY = "sk-test-key"
 
 
 # -- a fake engine that follows the engine contract ---------------------------------------------------------
-@dataclass
-class Delta:
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None = None
-    error: str | None = None
-
-
 class FakeModel:
     """Greedy longest-match tokenization; a chat prompt is ``<role>content`` lines."""
 
@@ -88,14 +83,30 @@ class FakeHandle:
         self.deltas: queue.Queue[Delta] = queue.Queue()
         self._done = False
         self._text: list[str] = []
-        self._finish: str | None = None
+        self._final: Delta | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._final is not None
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._final.finish_reason if self._final else None
+
+    @property
+    def error(self) -> str | None:
+        return self._final.error if self._final else None
+
+    def _push(self, d: Delta) -> None:
+        if d.finish_reason is not None:
+            self._final = d
+        self.deltas.put(d)
 
     def get(self, timeout: float | None = None) -> Delta:
         d = self.deltas.get(timeout=timeout)
         self._text.append(d.text)
         if d.finish_reason is not None:
             self._done = True
-            self._finish = d.finish_reason
         return d
 
     def __aiter__(self) -> FakeHandle:
@@ -107,12 +118,13 @@ class FakeHandle:
         return await asyncio.to_thread(self.get)
 
     def cancel(self) -> None:
-        self.cancelled.set()
+        if not self.finished:
+            self.cancelled.set()
 
     def result(self) -> tuple[str, str | None]:
         while not self._done:
             self.get()
-        return "".join(self._text), self._finish
+        return "".join(self._text), self.finish_reason
 
 
 @dataclass
@@ -151,7 +163,10 @@ class FakeEngine:
         prompt = self.tokenizer.decode_bytes(prompt_ids).decode("utf-8", errors="replace")
         handle = FakeHandle(f"req-{len(self.requests)}", len(prompt_ids))
         self.requests.append(Submitted(prompt, constraint, params, handle))
-        m = re.findall(r"SAY<<(.*?)>>", prompt, re.S)
+        if "REFUSE" in prompt or "SHUTDOWN" in prompt:  # the engine ends a request it cannot take at once
+            handle._push(Delta("", [], "error", "the prompt is too long" if "REFUSE" in prompt else SHUTTING_DOWN))
+            return handle
+        m = re.findall(r"SAY<<(.*?)>>", prompt, re.DOTALL)
         target = m[-1] if m else "Hello from the fake engine."
         threading.Thread(target=self._generate, args=(handle, target, constraint, params, prompt), daemon=True).start()
         return handle
@@ -166,10 +181,11 @@ class FakeEngine:
         stops = list(params.stop)
         for step in range(params.max_tokens):
             if h.cancelled.is_set():
-                h.deltas.put(Delta("", [], "cancelled"))
+                h._push(Delta("", [], "cancelled"))
                 return
-            if "ERROR" in prompt and step == 2:
-                h.deltas.put(Delta("", [], "error", "the fake engine failed"))
+            if "ERROR" in prompt and step == 2:  # mid-generation (a real engine is slower than the HTTP layer)
+                time.sleep(0.05)
+                h._push(Delta("", [], "error", "the fake engine failed"))
                 return
             allowed = set(matcher.allowed_token_ids().tolist()) if matcher is not None else None
             rest = goal[len(out):] if goal.startswith(out) else b""
@@ -182,21 +198,21 @@ class FakeEngine:
             if matcher is not None:
                 assert matcher.accept_token(t)
             if t == eos:
-                h.deltas.put(Delta(pending + decoder.decode(b"", final=True), [t], "stop"))
+                h._push(Delta(pending + decoder.decode(b"", final=True), [t], "stop"))
                 return
             h.completion_tokens += 1
             out += tok.tokens[t]
             pending += decoder.decode(tok.tokens[t])
             cut = [pending.find(s) for s in stops if s in pending]
             if cut:
-                h.deltas.put(Delta(pending[:min(cut)], [t], "stop"))
+                h._push(Delta(pending[:min(cut)], [t], "stop"))
                 return
             hold = max([k for s in stops for k in range(1, len(s)) if pending.endswith(s[:k])], default=0)
-            h.deltas.put(Delta(pending[:len(pending) - hold], [t]))
+            h._push(Delta(pending[:len(pending) - hold], [t]))
             pending = pending[len(pending) - hold:]
             if "SLOW" in prompt:
                 time.sleep(0.05)
-        h.deltas.put(Delta(pending, [], "length"))
+        h._push(Delta(pending, [], "length"))
 
 
 # -- servers ---------------------------------------------------------------------------------------------
@@ -348,7 +364,7 @@ def test_max_tokens_gives_length(client, srv):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_stop_sequences(client, srv, stream):
-    kw = dict(model="fake-model", messages=say("alpha beta gamma delta"), stop=["gam", "zzz"])
+    kw = {"model": "fake-model", "messages": say("alpha beta gamma delta"), "stop": ["gam", "zzz"]}
     if stream:
         text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **kw))
     else:
@@ -628,6 +644,14 @@ def test_engine_full_and_engine_error(client, srv):
     with pytest.raises(openai.APIError) as info:
         list(client.chat.completions.create(model="fake-model", messages=say("ERROR please, a longer text"), stream=True))
     assert "the fake engine failed" in str(info.value.message)
+    # refused by the engine at submission: a 400 (503 when it shuts down), before any stream starts
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(model="fake-model", messages=say("REFUSE"), stream=stream)
+        assert "the prompt is too long" in info.value.message
+    with pytest.raises(openai.InternalServerError) as info:
+        client.completions.create(model="fake-model", prompt="SHUTDOWN")
+    assert info.value.status_code == 503 and info.value.code == "shutting_down"
 
 
 # -- auth ----------------------------------------------------------------------------------------------------
@@ -784,3 +808,125 @@ def test_run_errors(srv, servers, uploaded):
     r = httpx.post(f"{keyed.url}/v1/run", json={"controller": uploaded},
                    headers={"Authorization": f"Bearer {API_KEY}"})
     assert r.status_code == 503 and "controller model" in r.json()["error"]["message"]
+
+
+# -- the real engine behind the HTTP layer ---------------------------------------------------------------------
+@pytest.fixture(scope="module", params=["engine-fake-model", "embedded"])
+def real(request, tok_spm):
+    """The real ``Engine`` behind the app: on the engine tests' fake multi-sequence model (random
+    logits, 5 ms a step), and on the embedded model through llama.cpp (with a second instance for
+    ``/v1/run``)."""
+    from logitgate.server.engine import Engine
+
+    controller_model = None
+    if request.param == "embedded":
+        embedded_gguf = request.getfixturevalue("embedded_gguf")
+        pytest.importorskip("llama_cpp")
+        from logitgate.integrations.llama_cpp import LlamaCppModel
+
+        model = LlamaCppModel.from_path(embedded_gguf)
+        controller_model = LlamaCppModel.from_path(embedded_gguf)
+    else:
+        from tests.test_server_engine import FakeModel as MultiSequenceModel
+
+        model = MultiSequenceModel(tok_spm, delay=0.005)
+    engine = Engine(model, max_batch=4)
+    engine.start()
+    url, server, thread = _serve(create_app(engine, controller_model=controller_model))
+    yield Served(url, engine, controller_model)
+    server.should_exit = True
+    thread.join(timeout=10)
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def real_client(real) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{real.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_real_engine_structured_outputs(real, real_client):
+    name = real.engine.model_name
+    assert [m.id for m in real_client.models.list().data] == [name]
+    messages = [{"role": "user", "content": "A pet as JSON."}]
+    rf = {"type": "json_schema", "json_schema": {"name": "pet", "schema": PET, "strict": True}}
+    r = real_client.chat.completions.create(model=name, messages=messages, response_format=rf, max_tokens=60,
+                                            temperature=0)
+    assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+    jsonschema.validate(json.loads(r.choices[0].message.content), PET)
+    assert r.usage.prompt_tokens == len(real.engine.model.chat_prompt(messages)) and r.usage.completion_tokens > 0
+    chunks = list(real_client.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "When did Apollo 11 land?"}], stream=True, max_tokens=20,
+        extra_body={"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"}, stream_options={"include_usage": True}))
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "".join(c.choices[0].delta.content or ""
+                                                                for c in chunks if c.choices))
+    assert chunks[-1].usage.completion_tokens > 0
+    r = real_client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Weather in Rome?"}],
+                                            tools=TOOLS, tool_choice="required", max_tokens=60, temperature=0)
+    (call,) = r.choices[0].message.tool_calls
+    jsonschema.validate(json.loads(call.function.arguments), {"get_weather": WEATHER, "add": ADD}[call.function.name])
+    r = real_client.completions.create(model=name, prompt="Numbers:", max_tokens=8, extra_body={"lark": LARK})
+    if r.choices[0].finish_reason == "stop":
+        import lark
+
+        lark.Lark(LARK).parse(r.choices[0].text)
+
+
+def test_real_engine_concurrent_requests(real, real_client):
+    results: list[str] = []
+
+    def ask(i: int) -> None:
+        r = real_client.chat.completions.create(
+            model=real.engine.model_name, messages=[{"role": "user", "content": f"Person number {i} as JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PET, "strict": True}},
+            max_tokens=60, temperature=0.8, seed=i)
+        results.append(r.choices[0].message.content)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 8
+    for text in results:
+        jsonschema.validate(json.loads(text), PET)
+
+
+def test_real_engine_refusals_and_cancel(real, real_client):
+    name = real.engine.model_name
+    with pytest.raises(openai.BadRequestError) as info:  # longer than the context: the engine refuses it
+        real_client.chat.completions.create(model=name, messages=[{"role": "user", "content": "word " * 9000}])
+    assert "tokens" in info.value.message
+    before = real.engine.stats()["tokens_generated"]
+    body = {"model": name, "messages": [{"role": "user", "content": "Write."}], "stream": True,
+            "max_tokens": 1000, "regex": "[a-z ]{1000}"}
+    with httpx.stream("POST", f"{real.url}/v1/chat/completions", json=body, timeout=60) as r:
+        lines = r.iter_lines()
+        for _ in range(8):
+            next(lines)
+    deadline = time.monotonic() + 10
+    while real.engine.stats()["running"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert real.engine.stats()["running"] == 0
+    time.sleep(0.1)
+    assert real.engine.stats()["tokens_generated"] - before < 500  # stopped well before its 1000 tokens
+
+
+def test_real_controller_run(real):
+    if real.controller_model is None:
+        pytest.skip("the engine's fake model cannot run controllers")
+    from logitgate.controllers import wasm
+
+    pytest.importorskip("wasmtime")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            data = wasm.build_c([wasm.C_SOURCES / "yesno.c"], f"{d}/yesno.wasm").read_bytes()
+        except wasm.WasmBuildError as exc:
+            pytest.skip(str(exc))
+    module_id = httpx.post(f"{real.url}/v1/controllers", content=data).json()["module_id"]
+    events = run_events(real.url, {"controller": module_id, "controller_arg": "Answer:\n (yes|no)",
+                                   "prompt": "Is water wet?", "max_tokens": 10})
+    text = "".join(f["text"] for e in events[1:] for f in e["forks"])
+    assert re.fullmatch(r"Answer: (yes|no)", text), text
+    assert events[-1]["forks"][0]["finish_reason"] == "aici-stop"

@@ -31,7 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import LogitgateError
 from . import openai_api as api
-from .openai_api import APIError, EngineFull
+from .engine import SHUTTING_DOWN, EngineFull
+from .openai_api import APIError
 
 __all__ = ["create_app"]
 
@@ -158,18 +159,24 @@ async def _prepare(state: _State, prompt_of: Callable[[], Any], spec: api.Constr
 
     ids, compiled = await anyio.to_thread.run_sync(work)
     try:
-        return engine.submit(ids, compiled, params)
+        handle = engine.submit(ids, compiled, params)
     except EngineFull as exc:
         raise APIError(429, f"the server is busy, try again later: {exc}", code="engine_full") from None
-    except APIError:
-        raise
     except (ValueError, LogitgateError) as exc:
         raise APIError(400, f"the request was refused: {exc}", code="invalid_request") from None
+    if getattr(handle, "finished", False) and handle.finish_reason == "error":
+        # the engine refused the request itself at once (an empty or too long prompt, ...)
+        if handle.error == SHUTTING_DOWN:
+            raise APIError(503, "the server is shutting down", code="shutting_down")
+        raise APIError(400, f"the request was refused: {handle.error}", code="invalid_request")
+    return handle
 
 
 def _delta_error(delta: Any) -> APIError:
-    if delta.finish_reason == "cancelled":
-        return APIError(503, "the request was cancelled by the server", code="cancelled")
+    """The error for a request that ended with ``"error"`` or ``"cancelled"`` mid-generation."""
+    if delta.finish_reason == "cancelled" or delta.error == SHUTTING_DOWN:
+        return APIError(503, "the server is shutting down" if delta.error == SHUTTING_DOWN
+                        else "the request was cancelled by the server", code="shutting_down")
     return APIError(500, f"generation failed: {delta.error or 'unknown error'}", code="generation_error")
 
 
@@ -305,7 +312,7 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                 post(("done", res))
             except _RunCancelled:
                 post(("cancelled", None))
-            except BaseException as exc:  # noqa: BLE001 - reported to the client
+            except BaseException as exc:  # reported to the client
                 log.exception("controller run failed")
                 post(("failed", exc))
             finally:

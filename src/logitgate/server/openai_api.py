@@ -24,33 +24,32 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 import logitgate
-from logitgate.errors import CompileError, GrammarError, LogitgateError, RegexError, SchemaError
 
-try:
-    from .engine import EngineFull, SamplingParams
-except ModuleNotFoundError as _exc:  # pragma: no cover - until the engine module lands
-    if _exc.name != f"{__package__}.engine":
-        raise
-    from dataclasses import dataclass as _dataclass
-
-    class EngineFull(LogitgateError):  # type: ignore[no-redef]
-        """Stand-in for ``engine.EngineFull``."""
-
-    @_dataclass
-    class SamplingParams:  # type: ignore[no-redef]
-        """Stand-in for ``engine.SamplingParams``."""
-
-        max_tokens: int = 256
-        temperature: float = 1.0
-        top_p: float = 1.0
-        seed: int | None = None
-        stop: list[str] = field(default_factory=list)
+from ..errors import CompileError, GrammarError, LogitgateError, RegexError, SchemaError
+from .engine import SamplingParams
 
 __all__ = [
-    "APIError", "EngineFull", "SamplingParams", "ChatCompletionRequest", "CompletionRequest", "RunRequest",
-    "TagRequest", "ConstraintSpec", "parse_request", "chat_messages", "completion_prompt", "constraint_spec",
-    "compile_constraint", "sampling_params", "usage", "chat_response", "chat_chunk", "completion_response",
-    "completion_chunk", "split_tool_call", "ToolCallStream", "new_id", "sse",
+    "APIError",
+    "ChatCompletionRequest",
+    "CompletionRequest",
+    "ConstraintSpec",
+    "RunRequest",
+    "TagRequest",
+    "ToolCallStream",
+    "chat_chunk",
+    "chat_messages",
+    "chat_response",
+    "compile_constraint",
+    "completion_chunk",
+    "completion_prompt",
+    "completion_response",
+    "constraint_spec",
+    "new_id",
+    "parse_request",
+    "sampling_params",
+    "split_tool_call",
+    "sse",
+    "usage",
 ]
 
 MAX_STOP_SEQUENCES = 16
@@ -62,7 +61,7 @@ class APIError(Exception):
     """An error answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}``."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str | None = None) -> None:  # noqa: A002 - OpenAI's field name
+                 type: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -77,7 +76,7 @@ class APIError(Exception):
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
 
 
-def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:  # noqa: A002
+def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
