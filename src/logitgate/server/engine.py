@@ -181,8 +181,6 @@ class RequestHandle:
         if self._done.is_set():
             return
         self._parts.append(d.text)
-        if d.finish_reason is not None:
-            self._final = d
         with self._lock:
             if self._aio is None:
                 self._queue.put(d)
@@ -193,6 +191,7 @@ class RequestHandle:
                 except RuntimeError:  # the loop is closed: nobody reads any more
                     pass
         if d.finish_reason is not None:
+            self._final = d
             self._done.set()
 
     def __repr__(self) -> str:
