@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +106,6 @@ class _State:
     engine: Any
     model_names: list[str]
     controller_model: Any
-    max_module_bytes: int
     created: int = field(default_factory=lambda: int(time.time()))
     modules: dict[str, _Stored] = field(default_factory=dict)
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -402,9 +402,7 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     body of the other routes. ``manage_engine``: call ``engine.start()`` at startup and
     ``engine.close()`` at shutdown (off by default: the caller owns the engine).
     """
-    from contextlib import asynccontextmanager
-
-    state = _State(engine, _engine_names(engine), controller_model, max_module_bytes)
+    state = _State(engine, _engine_names(engine), controller_model)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

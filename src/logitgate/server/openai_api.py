@@ -256,7 +256,7 @@ def sampling_params(req: ChatCompletionRequest | CompletionRequest) -> SamplingP
         params.temperature = req.temperature
     if req.top_p is not None:
         params.top_p = req.top_p
-    params.seed = req.seed
+    params.seed = None if req.seed is None else req.seed % (1 << 64)  # numpy wants a seed >= 0
     params.stop = list(req.stop or [])
     return params
 
