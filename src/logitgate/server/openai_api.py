@@ -54,6 +54,7 @@ __all__ = [
 
 MAX_STOP_SEQUENCES = 16
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_RELATIVE_IMPORT = re.compile(r"^[ \t]*%import[ \t]+\.", re.MULTILINE)
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -468,6 +469,12 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
         if spec.kind == "regex":
             return logitgate.Grammar.from_regex(spec.value)
         if spec.kind == "lark":
+            m = _RELATIVE_IMPORT.search(spec.value)
+            if m:  # it would read .lark files of the server's working directory
+                line = spec.value.count("\n", 0, m.start()) + 1
+                raise APIError(400, f"invalid lark grammar in 'lark': a relative %import (line {line}) cannot be "
+                                    "used on the server; only Lark's own grammars (%import common.*) can",
+                               param="lark", code="invalid_grammar")
             return logitgate.Grammar.from_lark(spec.value)
         return logitgate.Grammar.from_gbnf(spec.value)
     except SchemaError as exc:
