@@ -5,6 +5,7 @@
     logitgate check --schema person.json        # what compiles, what is unsupported, and where
     logitgate bench json --plot                 # the side-by-side benchmarks (source checkout)
     logitgate run script.py                     # a controller script (AICI pyctrl style)
+    logitgate serve --port 8000                 # the OpenAI-compatible server
 """
 from __future__ import annotations
 
@@ -293,6 +294,36 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """Run the OpenAI-compatible server on a model (the embedded one by default) until interrupted."""
+    for name, extra in (("fastapi", "server"), ("uvicorn", "server")):
+        if importlib.util.find_spec(name) is None:
+            raise SystemExit(f"logitgate serve needs {name}: pip install 'logitgate[{extra}]'")
+    import uvicorn
+
+    from .integrations.models import load_model
+    from .progress import progress
+    from .server import create_app
+    from .server.engine import Engine
+
+    api_key = args.api_key or os.environ.get("LOGITGATE_API_KEY") or None
+    with progress("loading the model") as say:
+        model = load_model(args.model, runtime=args.runtime, progress=say)
+        # /v1/run (controllers) runs on a second instance of the model, one run at a time
+        controller_model = None if args.no_controllers else load_model(args.model, runtime=args.runtime)
+    engine = Engine(model, max_batch=args.max_batch)
+    engine.start()
+    app = create_app(engine, api_key=api_key, controller_model=controller_model)
+    where = f"http://{args.host}:{args.port}/v1"
+    print(f"logitgate serve: {model.name} at {where}" + (" (API key required)" if api_key else ""), file=sys.stderr,
+          flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        engine.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="logitgate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -331,6 +362,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--in-process", action="store_true",
                      help="run the controllers in this process (default: one worker process per sequence)")
 
+    serve = sub.add_parser("serve", help="the OpenAI-compatible server (structured outputs, controllers)")
+    serve.add_argument("--model", metavar="PATH", default=None,
+                       help="a .gguf file or a transformers model folder (default: the embedded SmolLM2-135M-Instruct)")
+    serve.add_argument("--runtime", choices=["auto", "llama-cpp", "transformers"], default="auto")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--api-key", default=None,
+                       help="require 'Authorization: Bearer KEY' (default: $LOGITGATE_API_KEY, else no key)")
+    serve.add_argument("--max-batch", type=int, default=64, help="requests decoded together at most")
+    serve.add_argument("--no-controllers", action="store_true", help="no /v1/run (no second model instance)")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
     bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model", "controllers"], default="all")
     bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
@@ -351,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bench(args)
     if args.command == "run":
         return _run(args)
+    if args.command == "serve":
+        return _serve(args)
     return 2  # pragma: no cover
 
 

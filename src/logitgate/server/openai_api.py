@@ -5,7 +5,7 @@ clients send many); everything that cannot be honoured is refused with an :class
 naming the parameter. One constraint per request at most:
 
 * ``response_format``: ``json_schema`` (``Grammar.from_json_schema(schema, strict=strict)``),
-  ``json_object`` (``Grammar.json()``: any JSON value), ``text`` (none);
+  ``json_object`` (any JSON object, as OpenAI's JSON mode), ``text`` (none);
 * extra body fields (the OpenAI client's ``extra_body``): ``regex``, ``lark``, ``gbnf``;
 * ``tools`` with ``tool_choice`` ``"required"`` or a named function: the output is a JSON object
   ``{"name": <a tool>, "arguments": <its parameters>}`` (one ``anyOf`` branch per tool), returned
@@ -170,6 +170,8 @@ class _GenerationRequest(_Lenient):
     n: int | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
+    ignore_eos: bool = False
+    """vLLM's extra field: with no constraint, EOS is never sampled (write max_tokens tokens)."""
     # logitgate's constraints, as extra body fields
     regex: str | None = None
     lark: str | None = None
@@ -259,6 +261,7 @@ def sampling_params(req: ChatCompletionRequest | CompletionRequest) -> SamplingP
         params.top_p = req.top_p
     params.seed = None if req.seed is None else req.seed % (1 << 64)  # numpy wants a seed >= 0
     params.stop = list(req.stop or [])
+    params.ignore_eos = bool(getattr(req, "ignore_eos", False))
     return params
 
 
@@ -462,8 +465,8 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
     try:
         if spec.kind == "json_schema":
             return logitgate.Grammar.from_json_schema(spec.value, strict=spec.strict)
-        if spec.kind == "json_object":
-            return logitgate.Grammar.json()
+        if spec.kind == "json_object":  # OpenAI's JSON mode: a JSON object
+            return logitgate.Grammar.from_json_schema({"type": "object"})
         if spec.kind == "tools":
             return logitgate.Grammar.from_json_schema(tool_call_schema(spec), strict=spec.strict)
         if spec.kind == "regex":
