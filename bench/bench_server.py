@@ -7,9 +7,9 @@ OpenAI-compatible server, with the real ``openai`` client, constrained and not.
 The server (``logitgate.server.create_app`` over one ``Engine``: continuous batching on the
 embedded SmolLM2 GGUF on llama.cpp) runs on 127.0.0.1 in this process; the clients are
 ``openai.AsyncOpenAI`` streams. Each round sends N identical-shape requests at once: JSON for a
-schema (``response_format`` json_schema, strict), or the same prompts with no constraint and EOS
-not allowed before ``max_tokens`` (``min_tokens``-like: the unconstrained baseline writes as many
-tokens). Reported per round: errors, requests whose output is invalid (``jsonschema``), time to
+schema (``response_format`` json_schema, strict), then the same prompts with no constraint and
+``ignore_eos`` with ``max_tokens`` set to the constrained round's mean output length, so the
+unconstrained baseline writes as many tokens. Reported per round: errors, requests whose output is invalid (``jsonschema``), time to
 first token and whole-request latency (p50, p99), output tokens per second over the round, and
 the engine's mask share (time the scheduler waited for masks over its decoding time).
 """
@@ -141,20 +141,27 @@ def main(argv=None) -> int:
     print("\n| clients | constraint | errors | invalid | output tokens | tokens/s | TTFT p50 / p99 s | "
           "latency p50 / p99 s | mask share |")
     print("|---:|---|---:|---:|---:|---:|---|---|---:|")
+    ratios = []
     for n in args.clients:
-        for constrained in (False, True):
+        rate = {}
+        max_tokens = args.max_tokens
+        for constrained in (True, False):
             before = engine.stats()
-            r = round_(port, n, constrained, args.max_tokens)
-            r = asyncio.run(r)
+            r = asyncio.run(round_(port, n, constrained, max_tokens))
             after = engine.stats()
             mask = after.get("mask_s", 0.0) - before.get("mask_s", 0.0)
             fwd = after.get("forward_s", 0.0) - before.get("forward_s", 0.0)
             share = mask / (mask + fwd) if mask + fwd > 0 else 0.0
-            print(f"| {n} | {'JSON schema' if constrained else 'none'} | {r['errors']} | {r['invalid']} | "
-                  f"{r['tokens']} | {r['tokens'] / r['wall']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p99']:.2f} | "
-                  f"{r['lat_p50']:.2f} / {r['lat_p99']:.2f} | {share:.1%} |", flush=True)
+            rate[constrained] = r["tokens"] / r["wall"]
+            print(f"| {n} | {'JSON schema' if constrained else 'none, as many tokens'} | {r['errors']} | "
+                  f"{r['invalid']} | {r['tokens']} | {rate[constrained]:.1f} | {r['ttft_p50']:.2f} / "
+                  f"{r['ttft_p99']:.2f} | {r['lat_p50']:.2f} / {r['lat_p99']:.2f} | {share:.1%} |", flush=True)
             if r["errors"]:
                 print(f"  first error: {r['first_error']}")
+            if constrained:  # the baseline writes as many tokens per request (ignore_eos)
+                max_tokens = max(1, round(r["tokens"] / max(1, n - r["errors"])))
+        ratios.append((n, rate[True] / rate[False] - 1))
+    print("\nconstrained vs unconstrained tokens/s: " + ", ".join(f"{n} clients {d:+.1%}" for n, d in ratios))
     server.should_exit = True
     thread.join(timeout=10)
     engine.close()

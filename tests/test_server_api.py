@@ -936,3 +936,14 @@ def test_real_controller_run(real):
     text = "".join(f["text"] for e in events[1:] for f in e["forks"])
     assert re.fullmatch(r"Answer: (yes|no)", text), text
     assert events[-1]["forks"][0]["finish_reason"] == "aici-stop"
+
+
+def test_grammars_are_memoised_by_content():
+    from logitgate.server.openai_api import ConstraintSpec, cached_grammar
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    one = cached_grammar(ConstraintSpec("json_schema", "response_format", dict(schema), strict=True))
+    two = cached_grammar(ConstraintSpec("json_schema", "response_format", json.loads(json.dumps(schema)), strict=True))
+    other = cached_grammar(ConstraintSpec("json_schema", "response_format", dict(schema), strict=False))
+    assert one is two and other is not one
+    assert cached_grammar(ConstraintSpec("regex", "regex", "[0-9]+")) is cached_grammar(ConstraintSpec("regex", "regex", "[0-9]+"))

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -492,9 +494,42 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
                        code="invalid_constraint") from None
 
 
+_GRAMMARS: OrderedDict[str, logitgate.Grammar] = OrderedDict()
+_GRAMMARS_LOCK = threading.Lock()
+_GRAMMARS_MAX = 256
+
+
+def _grammar_key(spec: ConstraintSpec) -> str | None:
+    """A content key for a constraint's grammar (None: not cached)."""
+    try:
+        value = tool_call_schema(spec) if spec.kind == "tools" else spec.value
+        return json.dumps([spec.kind, spec.strict, value], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def cached_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
+    """``build_grammar``, memoised by content (building a JSON Schema's grammar takes milliseconds,
+    every request; ``logitgate.compile`` caches the compiled form itself)."""
+    key = _grammar_key(spec)
+    if key is not None:
+        with _GRAMMARS_LOCK:
+            hit = _GRAMMARS.get(key)
+            if hit is not None:
+                _GRAMMARS.move_to_end(key)
+                return hit
+    grammar = build_grammar(spec)
+    if key is not None:
+        with _GRAMMARS_LOCK:
+            _GRAMMARS[key] = grammar
+            while len(_GRAMMARS) > _GRAMMARS_MAX:
+                _GRAMMARS.popitem(last=False)
+    return grammar
+
+
 def compile_constraint(spec: ConstraintSpec, tokenizer: logitgate.Tokenizer) -> logitgate.CompiledGrammar:
     """``logitgate.compile`` of the constraint (cached by content there)."""
-    grammar = build_grammar(spec)
+    grammar = cached_grammar(spec)
     try:
         return logitgate.compile(grammar, tokenizer)
     except (CompileError, LogitgateError, ValueError) as exc:
