@@ -89,14 +89,18 @@ async def one(client, i: int, constrained: bool, max_tokens: int) -> dict:
         model=MODEL[0], messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], stream=True,
         max_tokens=max_tokens, temperature=0.0, stream_options={"include_usage": True}, extra_body=extra, **kw)
     tokens = 0
+    finish = ""
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             if first is None:
                 first = time.perf_counter() - t0
             text += chunk.choices[0].delta.content
+        if chunk.choices and chunk.choices[0].finish_reason:
+            finish = chunk.choices[0].finish_reason
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
-    return {"ttft": first or 0.0, "latency": time.perf_counter() - t0, "text": text, "tokens": tokens}
+    return {"ttft": first or 0.0, "latency": time.perf_counter() - t0, "text": text, "tokens": tokens,
+            "finish": finish}
 
 
 async def round_(port: int, n: int, constrained: bool, max_tokens: int | list[int]) -> dict:
@@ -113,17 +117,20 @@ async def round_(port: int, n: int, constrained: bool, max_tokens: int | list[in
     errors = [r for r in results if isinstance(r, BaseException)]
     ok = [r for r in results if not isinstance(r, BaseException)]
     invalid = 0
-    if constrained:
+    cut = sum(1 for r in ok if r["finish"] == "length")
+    if constrained:  # a complete answer must be valid; one cut at max_tokens is a valid prefix
         import jsonschema
 
         for r in ok:
+            if r["finish"] != "stop":
+                continue
             try:
                 jsonschema.validate(json.loads(r["text"]), SCHEMA)
             except Exception:  # noqa: BLE001
                 invalid += 1
     lat = sorted(r["latency"] for r in ok) or [0.0]
     ttft = sorted(r["ttft"] for r in ok) or [0.0]
-    return {"n": n, "errors": len(errors), "lengths": [0 if isinstance(r, BaseException) else r["tokens"]
+    return {"n": n, "errors": len(errors), "cut": cut, "lengths": [0 if isinstance(r, BaseException) else r["tokens"]
                                                        for r in results], "first_error": repr(errors[0]) if errors else "", "invalid": invalid,
             "tokens": sum(r["tokens"] for r in ok), "wall": wall,
             "ttft_p50": statistics.median(ttft), "ttft_p99": ttft[min(len(ttft) - 1, int(0.99 * len(ttft)))],
@@ -141,9 +148,9 @@ def main(argv=None) -> int:
           f"max_tokens {args.max_tokens}, greedy")
     asyncio.run(round_(port, 2, True, args.max_tokens))  # warm: compile the schema, first grammar states
     asyncio.run(round_(port, 2, False, args.max_tokens))
-    print("\n| clients | constraint | errors | invalid | output tokens | tokens/s | TTFT p50 / p99 s | "
-          "latency p50 / p99 s | mask share |")
-    print("|---:|---|---:|---:|---:|---:|---|---|---:|")
+    print("\n| clients | constraint | errors | invalid | cut at max_tokens | output tokens | tokens/s | "
+          "TTFT p50 / p99 s | latency p50 / p99 s | mask share |")
+    print("|---:|---|---:|---:|---:|---:|---:|---|---|---:|")
     ratios = []
     for n in args.clients:
         rate = {}
@@ -157,7 +164,7 @@ def main(argv=None) -> int:
             share = mask / (mask + fwd) if mask + fwd > 0 else 0.0
             rate[constrained] = r["tokens"] / r["wall"]
             print(f"| {n} | {'JSON schema' if constrained else 'none, as many tokens'} | {r['errors']} | "
-                  f"{r['invalid']} | {r['tokens']} | {rate[constrained]:.1f} | {r['ttft_p50']:.2f} / "
+                  f"{r['invalid']} | {r['cut'] if constrained else '-'} | {r['tokens']} | {rate[constrained]:.1f} | {r['ttft_p50']:.2f} / "
                   f"{r['ttft_p99']:.2f} | {r['lat_p50']:.2f} / {r['lat_p99']:.2f} | {share:.1%} |", flush=True)
             if r["errors"]:
                 print(f"  first error: {r['first_error']}")
