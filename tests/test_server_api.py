@@ -1011,3 +1011,49 @@ def test_load_64_concurrent_streams_all_valid(where, tok_spm, request):
             assert re.fullmatch(pattern, text), text
     lat = sorted(r[1] for r in results)
     print(f"\n64 streams ({where}): latency p50 {statistics.median(lat):.2f} s, p99 {lat[-1]:.2f} s")
+
+
+def test_logitgate_serve_cli_on_the_embedded_model(embedded_gguf, tmp_path):
+    """`logitgate serve` starts on the embedded model (a process of its own), requires its API key,
+    answers the OpenAI client with valid structured output, and stops on SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("llama_cpp")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "logitgate", "serve", "--port", str(port), "--api-key", "k3y",
+                             "--runtime", "llama-cpp", "--no-controllers", "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, "the server did not come up"
+            time.sleep(0.2)
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0).models.list()
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k3y", max_retries=0, timeout=120)
+        (model,) = [m.id for m in client.models.list().data]
+        assert model.endswith(".gguf")
+        rf = {"type": "json_schema", "json_schema": {"name": "pet", "schema": PET, "strict": True}}
+        r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "A pet as JSON."}],
+                                           response_format=rf, max_tokens=60, temperature=0)
+        jsonschema.validate(json.loads(r.choices[0].message.content), PET)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        log.close()
+    assert proc.returncode is not None
