@@ -938,6 +938,46 @@ def test_real_controller_run(real):
     assert events[-1]["forks"][0]["finish_reason"] == "aici-stop"
 
 
+def test_chat_completion_written_by_a_controller(real, real_client):
+    """The `controller` extra field: an uploaded controller writes the chat answer, each of its
+    sequences a choice, with logs and variables in the `controller` field."""
+    if real.controller_model is None:
+        pytest.skip("the engine's fake model cannot run controllers")
+    from logitgate.controllers import wasm
+
+    pytest.importorskip("wasmtime")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            yesno = wasm.build_c([wasm.C_SOURCES / "yesno.c"], f"{d}/y.wasm").read_bytes()
+            forks = wasm.build_c([wasm.C_SOURCES / "forks.c"], f"{d}/f.wasm").read_bytes()
+        except wasm.WasmBuildError as exc:
+            pytest.skip(str(exc))
+    ids = [httpx.post(f"{real.url}/v1/controllers", content=data).json()["module_id"] for data in (yesno, forks)]
+    name = real.engine.model_name
+    messages = [{"role": "user", "content": "Is water wet?"}]
+    r = real_client.chat.completions.create(model=name, messages=messages, max_tokens=10,
+                                            extra_body={"controller": ids[0], "controller_arg": "Answer:\n (yes|no)"})
+    (choice,) = r.choices
+    assert re.fullmatch(r"Answer: (yes|no)", choice.message.content) and choice.finish_reason == "stop"
+    extra = r.model_extra["controller"]
+    assert extra["variables"]["answer"] == choice.message.content[len("Answer:"):]
+    assert "answer:" in extra["sequences"][0]["logs"]
+    r = real_client.chat.completions.create(model=name, messages=messages, max_tokens=12,
+                                            extra_body={"controller": ids[1]})
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    for c in r.choices:
+        assert c.message.content.startswith(f" {c.index}="), c.message.content
+    for bad, status in (({"controller": ids[0], "regex": "a"}, 400), ({"controller": "nope"}, 404)):
+        with pytest.raises(openai.APIStatusError) as info:
+            real_client.chat.completions.create(model=name, messages=messages, extra_body=bad)
+        assert info.value.status_code == status
+    with pytest.raises(openai.BadRequestError, match="not streamed"):
+        real_client.chat.completions.create(model=name, messages=messages, stream=True,
+                                            extra_body={"controller": ids[0]})
+
+
 def test_grammars_are_memoised_by_content():
     from logitgate.server.openai_api import ConstraintSpec, cached_grammar
 

@@ -369,6 +369,52 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
     return _EventStream(events(), cancelled.set)  # a client gone mid-run stops it at its next event
 
 
+async def _controller_chat(state: _State, req: api.ChatCompletionRequest) -> dict[str, Any]:
+    """``chat/completions`` with logitgate's ``controller`` field: the uploaded controller writes the
+    answer from the chat's prompt (on the controller model, one run at a time); every sequence it
+    forks is a choice. Not streamed (``/v1/run`` streams a run)."""
+    from logitgate.controllers import run_controller
+    from logitgate.controllers.wasm import WasmLimits
+
+    if req.stream:
+        raise APIError(400, "a chat completion with a controller is not streamed; POST /v1/run streams a "
+                            "controller run", param="stream", code="unsupported_parameter")
+    if api.constraint_spec(req) is not None:
+        raise APIError(400, "a controller writes the answer itself: give no response_format, regex, lark, gbnf "
+                            "or tools with it", param="controller", code="too_many_constraints")
+    module = _stored_module(state, req.controller)
+    model = state.controller_model
+    arg = req.controller_arg
+    arg = "" if arg is None else arg if isinstance(arg, str) else json.dumps(arg, ensure_ascii=False)
+    messages = api.chat_messages(req, None)
+    params = api.sampling_params(req)
+
+    def work() -> tuple[Any, int]:
+        with state.run_lock:
+            prompt_ids = model.chat_prompt(messages)
+            res = run_controller(module.controller_factory(WasmLimits(), arg=arg), model, prompt_ids,
+                                 max_tokens=params.max_tokens, temperature=params.temperature,
+                                 seed=params.seed if params.seed is not None else 0)
+            return res, len(prompt_ids)
+
+    res, n_prompt = await asyncio.get_running_loop().run_in_executor(None, work)
+    return api.controller_chat_response(rid=api.new_id("chatcmpl-"), created=api.now(), model=state.model_name,
+                                        result=res, prompt_tokens=n_prompt)
+
+
+def _stored_module(state: _State, name: str) -> Any:
+    """The uploaded controller named by module id or tag (404 if none; 503 without a controller model)."""
+    if state.controller_model is None:
+        raise APIError(503, "controllers are not available on this server: it was started without a "
+                            "controller model", code="controllers_unavailable")
+    module_id = name if name in state.modules else state.tags.get(name, {}).get("module_id")
+    stored = state.modules.get(module_id) if module_id else None
+    if stored is None:
+        raise APIError(404, f"no controller {name!r}: upload it to /v1/controllers, then use its module_id "
+                            "or a tag", param="controller", code="controller_not_found")
+    return stored.module
+
+
 def _model_name(model: Any) -> str:
     return str(getattr(model, "name", None) or type(model).__name__)
 
@@ -443,6 +489,8 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
         req: api.ChatCompletionRequest = await _read_json(request, api.ChatCompletionRequest)
         state.check_model(req.model)
         api.refuse_unsupported(req)
+        if req.controller is not None:
+            return await _controller_chat(state, req)
         spec = api.constraint_spec(req)
         messages = api.chat_messages(req, spec)
         handle = await _prepare(state, lambda: messages, spec, api.sampling_params(req))
@@ -563,18 +611,10 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     @v1.post("/run", response_model=None)
     async def run(request: Request) -> Any:
         req: api.RunRequest = await _read_json(request, api.RunRequest)
-        if state.controller_model is None:
-            raise APIError(503, "controllers are not available on this server: it was started without a "
-                                "controller model", code="controllers_unavailable")
-        name = req.controller
-        module_id = name if name in state.modules else state.tags.get(name, {}).get("module_id")
-        stored = state.modules.get(module_id) if module_id else None
-        if stored is None:
-            raise APIError(404, f"no controller {name!r}: upload it to /v1/controllers, then use its module_id "
-                                "or a tag", param="controller", code="controller_not_found")
+        module = _stored_module(state, req.controller)
         arg = req.controller_arg
         arg = "" if arg is None else arg if isinstance(arg, str) else json.dumps(arg, ensure_ascii=False)
-        return _run_stream(state, stored.module, req, arg)
+        return _run_stream(state, module, req, arg)
 
     app.include_router(v1)
     return app

@@ -197,6 +197,9 @@ class _GenerationRequest(_Lenient):
 
 class ChatCompletionRequest(_GenerationRequest):
     messages: list[ChatMessage] = Field(min_length=1)
+    controller: str | None = None
+    """logitgate's extra field: an uploaded controller (module id or tag) writes the answer."""
+    controller_arg: Any = None
     max_completion_tokens: int | None = Field(default=None, ge=1)
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = None
@@ -572,6 +575,23 @@ def split_tool_call(text: str) -> tuple[str, str] | None:
 
 def tool_call(name: str, arguments: str, call_id: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def controller_chat_response(*, rid: str, created: int, model: str, result: Any, prompt_tokens: int) -> dict[str, Any]:
+    """A ``chat.completion`` for a controller run: one choice per sequence (fork), in order, and
+    logitgate's ``controller`` field with each sequence's log and error and the variables."""
+    choices = []
+    for s in result.sequences:
+        finish = {"stop": "stop", "length": "length"}.get(s.stop_reason, "error")
+        choices.append({"index": s.seq_id, "message": {"role": "assistant", "content": s.text, "refusal": None},
+                        "logprobs": None, "finish_reason": finish})
+    completion = sum(len(s.tokens) for s in result.sequences)
+    return {"id": rid, "object": "chat.completion", "created": created, "model": model, "system_fingerprint": None,
+            "choices": choices, "usage": usage(prompt_tokens, completion),
+            "controller": {"sequences": [{"index": s.seq_id, "logs": s.log, "error": s.error or ""}
+                                         for s in result.sequences],
+                           "variables": {k: bytes(v).decode("utf-8", errors="replace")
+                                         for k, v in sorted(result.variables.items())}}}
 
 
 def chat_response(*, rid: str, created: int, model: str, text: str, finish_reason: str, usage_: dict[str, int],
