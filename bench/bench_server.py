@@ -24,11 +24,6 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-
-import logitgate  # noqa: E402
 
 SCHEMA = {
     "type": "object",

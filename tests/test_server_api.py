@@ -917,20 +917,26 @@ def test_real_engine_refusals_and_cancel(real, real_client):
     assert real.engine.stats()["tokens_generated"] - before < 500  # stopped well before its 1000 tokens
 
 
-def test_real_controller_run(real):
+def _upload_c_controllers(real, *names: str) -> list[str]:
+    """Build ``wasm_src/NAME.c`` for each name and upload it to the real server; the module ids
+    (skips where the real engine has no controller model, or no C compiler or wasmtime is there)."""
     if real.controller_model is None:
         pytest.skip("the engine's fake model cannot run controllers")
-    from logitgate.controllers import wasm
-
     pytest.importorskip("wasmtime")
     import tempfile
 
+    from logitgate.controllers import wasm
+
     with tempfile.TemporaryDirectory() as d:
         try:
-            data = wasm.build_c([wasm.C_SOURCES / "yesno.c"], f"{d}/yesno.wasm").read_bytes()
+            modules = [wasm.build_c([wasm.C_SOURCES / f"{n}.c"], f"{d}/{n}.wasm").read_bytes() for n in names]
         except wasm.WasmBuildError as exc:
             pytest.skip(str(exc))
-    module_id = httpx.post(f"{real.url}/v1/controllers", content=data).json()["module_id"]
+    return [httpx.post(f"{real.url}/v1/controllers", content=data).json()["module_id"] for data in modules]
+
+
+def test_real_controller_run(real):
+    (module_id,) = _upload_c_controllers(real, "yesno")
     events = run_events(real.url, {"controller": module_id, "controller_arg": "Answer:\n (yes|no)",
                                    "prompt": "Is water wet?", "max_tokens": 10})
     text = "".join(f["text"] for e in events[1:] for f in e["forks"])
@@ -941,20 +947,7 @@ def test_real_controller_run(real):
 def test_chat_completion_written_by_a_controller(real, real_client):
     """The `controller` extra field: an uploaded controller writes the chat answer, each of its
     sequences a choice, with logs and variables in the `controller` field."""
-    if real.controller_model is None:
-        pytest.skip("the engine's fake model cannot run controllers")
-    from logitgate.controllers import wasm
-
-    pytest.importorskip("wasmtime")
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        try:
-            yesno = wasm.build_c([wasm.C_SOURCES / "yesno.c"], f"{d}/y.wasm").read_bytes()
-            forks = wasm.build_c([wasm.C_SOURCES / "forks.c"], f"{d}/f.wasm").read_bytes()
-        except wasm.WasmBuildError as exc:
-            pytest.skip(str(exc))
-    ids = [httpx.post(f"{real.url}/v1/controllers", content=data).json()["module_id"] for data in (yesno, forks)]
+    ids = _upload_c_controllers(real, "yesno", "forks")
     name = real.engine.model_name
     messages = [{"role": "user", "content": "Is water wet?"}]
     r = real_client.chat.completions.create(model=name, messages=messages, max_tokens=10,

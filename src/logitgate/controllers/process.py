@@ -71,12 +71,11 @@ from .protocol import (
     MidResult,
     PostResult,
     PreResult,
-    Continue,
     SampleWithBias,
     Stop,
     VariableStore,
 )
-from .runner import _CHAIN_BREAKS, Call, CallFailed, Limits, PipelinedController
+from .runner import Call, CallFailed, Limits, PipelinedController, run_chain
 
 __all__ = [
     "ControllerTimeout",
@@ -297,7 +296,7 @@ class _Worker:
 
     def fail(self, exc: BaseException, call: str = "init_prompt") -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.reply(("err", type(exc).__name__, str(exc), tb, call, []))
+        self.reply(("err", type(exc).__name__, str(exc), tb, call))
 
     def loop(self) -> None:
         while True:
@@ -334,30 +333,24 @@ class _Worker:
         return r  # anything else, a bad bitmask included: the runner judges it
 
     def chain(self, ctrl: Controller, calls: list[tuple[str, tuple]]) -> None:
-        """Run a chain of calls (``runner.run_chain``'s rule), publishing in the shared block which
-        call runs since when, so that the parent can enforce each call's own limit."""
-        results: list[object] = []
-        times: list[float] = []
+        """Run a chain of calls (``runner.run_chain``), publishing in the shared block which call
+        runs since when, so that the parent can enforce each call's own limit."""
         progress = self.progress
-        for i, (name, args) in enumerate(calls):
-            t = time.perf_counter()
-            progress[1] = t
+        variables = self.host.variables if self.host is not None else None
+        paused = (lambda: variables.waited) if isinstance(variables, _RemoteVariables) else None
+
+        def on_call(i: int) -> None:
+            progress[1] = time.perf_counter()
             progress[0] = i
-            variables = self.host.variables if self.host is not None else None
-            waited = variables.waited if isinstance(variables, _RemoteVariables) else 0.0
-            try:
-                r = getattr(ctrl, name)(*args)
-            except BaseException as exc:  # noqa: BLE001
-                tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-                progress[0] = _DONE
-                self.reply(("err", type(exc).__name__, str(exc), tb, name, times))
-                return
-            if isinstance(variables, _RemoteVariables):
-                t += variables.waited - waited
-            times.append(time.perf_counter() - t)
-            results.append(r)
-            if name in _CHAIN_BREAKS and not isinstance(r, Continue):
-                break
+
+        try:
+            results, times = run_chain(ctrl, calls, on_call=on_call, paused=paused, catch=BaseException)
+        except CallFailed as failed:
+            exc = failed.exc
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            progress[0] = _DONE
+            self.reply(("err", type(exc).__name__, str(exc), tb, failed.call))
+            return
         progress[0] = _DONE
         self.reply(("chain", [self.result(r) for r in results], times))
 
@@ -769,7 +762,10 @@ class RemoteController(PipelinedController):
         return self._chain_result(final)
 
     def finish_calls(self) -> tuple[list[object], list[float]]:
-        return self.finish_many([self])[0]  # type: ignore[return-value]
+        r = self.finish_many([self])[0]
+        if isinstance(r, BaseException):
+            raise r
+        return r
 
     @classmethod
     def finish_many(cls, controllers: Sequence[PipelinedController]) -> list[tuple | BaseException]:
@@ -814,17 +810,13 @@ class RemoteController(PipelinedController):
         return [out[id(c)] for c in controllers]
 
     def _call(self, what: str, *args: Any) -> Any:
+        """One call as a chain of one, raising the controller's own error (as in process)."""
         self.start_calls([(what, args)])
-        results, _ = self.finish_calls_or_raise()
+        try:
+            results, _ = self.finish_calls()
+        except CallFailed as failed:
+            raise failed.exc from None
         return results[0] if results else None
-
-    def finish_calls_or_raise(self) -> tuple[list[object], list[float]]:
-        r = self.finish_calls()
-        if isinstance(r, BaseException):
-            if isinstance(r, CallFailed):
-                raise r.exc
-            raise r
-        return r
 
     def init_prompt(self, prompt: list[int]) -> None:
         self._call("init_prompt", list(prompt))

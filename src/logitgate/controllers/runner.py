@@ -207,19 +207,32 @@ class CallFailed(Exception):
 _CHAIN_BREAKS = ("post_process", "pre_process")
 
 
-def run_chain(controller: Controller, calls: Sequence[Call]) -> tuple[list[object], list[float]]:
+def run_chain(controller: Controller, calls: Sequence[Call], *, on_call: Callable[[int], None] | None = None,
+              paused: Callable[[], float] | None = None,
+              catch: type[BaseException] = Exception) -> tuple[list[object], list[float]]:
     """Run ``calls`` on ``controller`` in order, stopping after a ``post_process`` or ``pre_process``
     whose result is not ``Continue`` (the runtime must see a stop, a suspension or a fork before
-    anything else runs). Returns the results and each call's seconds; raises ``CallFailed``."""
+    anything else runs). Returns the results and each call's seconds; raises ``CallFailed`` when a
+    call raises ``catch``.
+
+    A worker process passes ``on_call(i)`` (told as call ``i`` starts), ``paused()`` (the seconds
+    its controller has waited on the runtime so far: left out of each call's time) and
+    ``catch=BaseException`` (everything goes back to the runtime)."""
     results: list[object] = []
     times: list[float] = []
-    for name, args in calls:
+    for i, (name, args) in enumerate(calls):
+        if on_call is not None:
+            on_call(i)
+        waited = paused() if paused is not None else 0.0
         t = time.perf_counter()
         try:
             r = getattr(controller, name)(*args)
-        except Exception as exc:
+        except catch as exc:
             raise CallFailed(name, exc) from exc
-        times.append(time.perf_counter() - t)
+        dt = time.perf_counter() - t
+        if paused is not None:
+            dt -= paused() - waited
+        times.append(dt)
         results.append(r)
         if name in _CHAIN_BREAKS and not isinstance(r, Continue):
             break

@@ -696,7 +696,8 @@ class WasmController(Controller):
         return call
 
     def _charge(self, caller: Any, units: int) -> None:
-        """Host work costs fuel too: one unit per byte copied."""
+        """Take ``units`` of fuel for host work (bytes copied, calls, time: see ``_host``); a trap
+        when the call's budget cannot pay."""
         if units <= 0:
             return
         store_type = self._w.Store
@@ -811,10 +812,14 @@ class WasmController(Controller):
         self._constraints.append(matcher)
         return len(self._constraints) - 1
 
-    def _h_constraint_mask(self, caller: Any, h: int, out: int) -> int:
+    def _constraint_words(self, h: int, what: str) -> np.ndarray:
+        """The current mask of constraint ``h``, as int32 words."""
         bm = np.empty((1, self._mask_words), dtype=np.int32)
-        self._matcher(h, "constraint_mask").fill_next_token_bitmask(bm, 0)
-        return self._mask_out(caller, out, bm[0], "constraint_mask")
+        self._matcher(h, what).fill_next_token_bitmask(bm, 0)
+        return bm[0]
+
+    def _h_constraint_mask(self, caller: Any, h: int, out: int) -> int:
+        return self._mask_out(caller, out, self._constraint_words(h, "constraint_mask"), "constraint_mask")
 
     def _h_constraint_accept(self, caller: Any, h: int, tok: int) -> int:
         m = self._matcher(h, "constraint_accept")
@@ -868,9 +873,7 @@ class WasmController(Controller):
         return 1
 
     def _h_sample_constraint(self, caller: Any, h: int) -> int:
-        bm = np.empty((1, self._mask_words), dtype=np.int32)
-        self._matcher(h, "sample_constraint").fill_next_token_bitmask(bm, 0)
-        self._mid = SampleWithBias(bm[0])
+        self._mid = SampleWithBias(self._constraint_words(h, "sample_constraint"))
         return 1
 
     def _h_splice(self, caller: Any, backtrack: int, ptr: int, n: int) -> int:
