@@ -308,14 +308,22 @@ def _compile_cached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     with key_lock:
         with _cache_lock:
             hit = _cache.get(key)
-        if hit is None:
+        if hit is not None:
+            return hit
+        try:
             hit = _compile_uncached(grammar, tokenizer)
-            with _cache_lock:
-                _cache[key] = hit
-                _cache.move_to_end(key)
-                while len(_cache) > CACHE_SIZE:
-                    _cache.popitem(last=False)
-                _key_locks.pop(key, None)
+        except BaseException:
+            with _cache_lock:  # drop the key's lock on failure too: no lock left behind per bad input
+                if _key_locks.get(key) is key_lock:
+                    del _key_locks[key]
+            raise
+        with _cache_lock:  # insert, then drop the lock, at once: a later caller finds the entry
+            _cache[key] = hit
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+            if _key_locks.get(key) is key_lock:
+                del _key_locks[key]
         return hit
 
 
