@@ -317,12 +317,14 @@ def test_errors_end_only_their_request(engine_factory, tok_spm, compiled):
         for message, h in bad.items():
             assert h.result(timeout=30)[1] == "error"
             assert message in h.error, h.error
-        # a failing forward pass fails what runs, not the engine
+        # a failing batched forward pass: each request is decoded apart, and those the model does not
+        # fail again go on (one the model keeps failing on ends alone: see test_server_faults.py)
         slow = [eng.submit(prompt(40 + k), None, SamplingParams(max_tokens=10_000, ignore_eos=True)) for k in range(3)]
         slow[0].get(timeout=10)
         model.fail_next = True
         for h in slow:
-            assert h.result(timeout=10)[1] == "error" and "the fake model broke" in h.error
+            assert h.result(timeout=10)[1] == "length"  # at the context, as if nothing had failed
+        assert not model.fail_next, "the failure was never hit"
         text, reason = eng.submit(prompt(50), compiled["digits"], SamplingParams()).result(timeout=30)
         assert reason == "stop" and re.fullmatch(DIGITS, text)
         # a long generation stops at the context

@@ -71,7 +71,8 @@ class _Gate:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
                 err = APIError(401, "a valid API key is required: 'Authorization: Bearer <key>'"
-                               if not given else "incorrect API key provided", code="invalid_api_key")
+                               if scheme.lower() != "bearer" or not given.strip() else "incorrect API key provided",
+                               code="invalid_api_key")
                 await JSONResponse(err.body(), 401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
                 return
         limit = self.limit_for(path)
@@ -242,20 +243,27 @@ def _delta_stream(handle: Any, first: list[Any], on_delta: Callable[[Any], list[
 
     async def events() -> AsyncIterator[str]:
         nonlocal finished
-        for obj in first:
-            yield api.sse(obj)
-        async for delta in handle:
-            if delta.finish_reason is None:
-                for obj in on_delta(delta):
-                    yield api.sse(obj)
-                continue
-            finished = True
-            if delta.finish_reason in ("stop", "length"):
-                for obj in on_delta(delta) + on_end(delta):
-                    yield api.sse(obj)
-            else:
-                yield api.sse(_delta_error(delta).body())
-            break
+        try:
+            for obj in first:
+                yield api.sse(obj)
+            async for delta in handle:
+                if delta.finish_reason is None:
+                    for obj in on_delta(delta):
+                        yield api.sse(obj)
+                    continue
+                if delta.finish_reason in ("stop", "length"):
+                    out = [api.sse(obj) for obj in on_delta(delta) + on_end(delta)]
+                else:
+                    out = [api.sse(_delta_error(delta).body())]
+                finished = True
+                for event in out:
+                    yield event
+                break
+        except Exception as exc:  # a bug while streaming: the client still gets an error event and [DONE]
+            log.exception("a stream failed")
+            handle.cancel()
+            yield api.sse(APIError(500, f"internal server error while streaming ({type(exc).__name__}: {exc})",
+                                   code="internal_error").body())
         yield api.sse("[DONE]")
 
     def on_close() -> None:
@@ -397,7 +405,14 @@ async def _controller_chat(state: _State, req: api.ChatCompletionRequest) -> dic
                                  seed=params.seed if params.seed is not None else 0)
             return res, len(prompt_ids)
 
-    res, n_prompt = await asyncio.get_running_loop().run_in_executor(None, work)
+    try:
+        res, n_prompt = await asyncio.get_running_loop().run_in_executor(None, work)
+    except (APIError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # the runner itself failed (a controller's own errors are in its sequences)
+        log.exception("controller run failed")
+        raise APIError(500, f"the controller run failed: {type(exc).__name__}: {exc}", param="controller",
+                       code="controller_error") from None
     return api.controller_chat_response(rid=api.new_id("chatcmpl-"), created=api.now(), model=state.model_name,
                                         result=res, prompt_tokens=n_prompt)
 
@@ -468,8 +483,12 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     v1 = APIRouter(prefix="/v1")
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": state.model_name}
+    async def health() -> Any:
+        """200 while the engine's scheduler runs, else 503 (a dead or closed engine serves nobody)."""
+        if getattr(engine, "alive", True):
+            return {"status": "ok", "model": state.model_name}
+        return JSONResponse({"status": "unavailable", "model": state.model_name,
+                             **APIError(503, "the engine is not running", code="engine_down").body()}, 503)
 
     @v1.get("/models")
     async def list_models() -> dict[str, Any]:

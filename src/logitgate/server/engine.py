@@ -309,7 +309,8 @@ class Engine:
         self._mask_pool: ThreadPoolExecutor | None = None
         self._admitted = 0
         self._stats = {"steps": 0, "rows": 0, "tokens_generated": 0, "prompt_tokens": 0, "forward_s": 0.0,
-                       "mask_s": 0.0, "busy_s": 0.0, "requests_finished": 0, "preemptions": 0}
+                       "mask_s": 0.0, "busy_s": 0.0, "requests_finished": 0,
+                       "requests_cancelled": 0, "requests_failed": 0, "preemptions": 0}
 
     # -- public ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -382,15 +383,26 @@ class Engine:
         ``tokens_generated``, ``prompt_tokens``, ``forward_s``, ``mask_s`` (time the loop waited
         for masks, applying them included), ``busy_s`` (time in steps), ``mask_share``
         (``mask_s / busy_s``), ``tokens_per_s`` (generated tokens per busy second),
-        ``requests_finished``, ``preemptions``, ``running``, ``waiting``."""
+        ``requests_finished`` (of which ``requests_cancelled`` and ``requests_failed``),
+        ``preemptions``, ``running``, ``waiting``, ``free_slots`` (sequence
+        slots not in use), ``cached_tokens`` (cache cells the running requests hold)."""
         s = dict(self._stats)
         busy = s["busy_s"]
         s["sequences_per_step"] = s.pop("rows") / s["steps"] if s["steps"] else 0.0
         s["mask_share"] = s["mask_s"] / busy if busy > 0 else 0.0
         s["tokens_per_s"] = s["tokens_generated"] / busy if busy > 0 else 0.0
-        s["running"] = len(self._running)
+        running = list(self._running)
+        s["running"] = len(running)
         s["waiting"] = len(self._waiting)
+        s["free_slots"] = len(self._free)
+        s["cached_tokens"] = sum(r.n_cached for r in running)
         return s
+
+    @property
+    def alive(self) -> bool:
+        """The scheduler thread runs (started, not closed, not dead)."""
+        t = self._thread
+        return t is not None and t.is_alive() and not self._closing
 
     # -- submission checks -------------------------------------------------------------------
     def _matcher(self, constraint: CompiledGrammar | Grammar | None) -> Matcher | None:
@@ -437,8 +449,14 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 self._step(admitted)
-            except Exception as exc:  # a bug: fail what runs, keep serving
-                self._fail_running(f"internal error: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # a bug: fail what runs (and what was being admitted), keep serving
+                message = f"internal error: {type(exc).__name__}: {exc}"
+                for r in admitted:
+                    if r not in self._running:
+                        self._end(r, "", "error", message)
+                        if r.slot >= 0:
+                            self._free_slot(r)
+                self._fail_running(message)
             self._stats["busy_s"] += time.perf_counter() - t0
         self._fail_running(SHUTTING_DOWN)
 
@@ -487,11 +505,12 @@ class Engine:
         t = time.perf_counter()
         try:
             logits = self._seqs.decode(items)
-        except Exception as exc:
+        except Exception:
             if masks is not None:
                 masks.exception()
-            self._fail_running(f"the model failed: {type(exc).__name__}: {exc}")
-            return
+            running, logits = self._decode_apart(running)
+            if not running:
+                return
         st["forward_s"] += time.perf_counter() - t
         st["steps"] += 1
         st["rows"] += len(running)
@@ -515,6 +534,24 @@ class Engine:
         st["mask_s"] += mask_s
         for r in done:
             self._release(r)
+
+    def _decode_apart(self, running: list[_Request]) -> tuple[list[_Request], list[Any]]:
+        """After a batched decode raised: decode each request alone (its cache back to what it held),
+        so one request the model fails on ends with ``"error"`` and the others go on. Returns the
+        requests that decoded and their logits."""
+        ok: list[_Request] = []
+        logits: list[Any] = []
+        for r in list(running):
+            try:
+                self._seqs.truncate(r.slot, r.n_cached)
+                (x,) = self._seqs.decode([(r.slot, r.n_cached, r.tokens[r.n_cached:])])
+            except Exception as exc:  # noqa: BLE001 - whatever the model raised ends this request only
+                self._end(r, r.stops.flush(), "error", f"the model failed: {type(exc).__name__}: {exc}")
+                self._release(r)
+                continue
+            ok.append(r)
+            logits.append(x)
+        return ok, logits
 
     def _fill_masks(self, requests: list[_Request]) -> dict[int, str]:
         """Worker thread: fill each request's row (its slot) of the bitmask; ``{slot: error}`` for
@@ -583,6 +620,8 @@ class Engine:
              token_ids: list[int] | None = None) -> None:
         if not r.handle.finished:
             self._stats["requests_finished"] += 1
+            if reason in ("cancelled", "error"):
+                self._stats["requests_cancelled" if reason == "cancelled" else "requests_failed"] += 1
             r.handle._push(Delta(text, token_ids or [], reason, error))
 
     def _free_slot(self, r: _Request) -> None:

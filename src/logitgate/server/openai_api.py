@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -109,6 +110,9 @@ def parse_request(raw: bytes, cls: type[BaseModel]) -> Any:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:  # json's C scanner stops at the interpreter's recursion limit
+        raise APIError(400, "the request body cannot be read: its JSON arrays and objects nest deeper than about "
+                            f"{sys.getrecursionlimit()} levels", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, not {type(data).__name__}",
                        code="invalid_json")
