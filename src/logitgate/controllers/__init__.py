@@ -6,13 +6,13 @@ controllers and their forks with a model; ``scripting`` is the high-level async 
 pyctrl (importable as ``pyaici.server``).
 """
 from .protocol import (
-    Continue, Controller, ControllerError, ControllerHost, Fork, MidResult, PostResult, PreResult, SampleWithBias,
+    Continue, Controller, ControllerError, ControllerHost, ControllerStartError, Fork, MidResult, PostResult, PreResult, SampleWithBias,
     Splice, Stop, Suspend, VariableStore,
 )
 from .runner import Limits, RunResult, SequenceResult, run_controller
 
 __all__ = [
     "Continue", "Stop", "Suspend", "Fork", "SampleWithBias", "Splice", "PreResult", "MidResult", "PostResult",
-    "Controller", "ControllerHost", "ControllerError", "VariableStore",
+    "Controller", "ControllerHost", "ControllerError", "ControllerStartError", "VariableStore",
     "Limits", "RunResult", "SequenceResult", "run_controller",
 ]

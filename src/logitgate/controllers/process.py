@@ -210,11 +210,13 @@ class _RemoteVariables(VariableStore):
         w.progress[0] = _WAITING  # no limit runs while the runtime owes the answer
         w.conn.send(("var", op, args))
         tag, value = w.conn.recv()
-        assert tag == "varres", tag
         dt = time.perf_counter() - t
         self.waited += dt
         w.progress[1] += dt
         w.progress[0] = running
+        if tag == "varerr":  # the runtime refused it (the request's variables are full)
+            raise ControllerError(value)
+        assert tag == "varres", tag
         return value
 
     def get(self, name: str) -> bytes | None:
@@ -233,7 +235,7 @@ class _RemoteVariables(VariableStore):
 class _Worker:
     """The state of one worker process."""
 
-    def __init__(self, conn: Connection, buf: Any, n_words: int) -> None:
+    def __init__(self, conn: Connection, buf: Any, n_words: int, log_fd: int) -> None:
         self.conn = conn
         self.buf = buf
         self.mask, self.progress = _views(buf, n_words)
@@ -242,40 +244,23 @@ class _Worker:
         self.ctrl: Controller | None = None
         self.synced: list[int] = []
         self.out_fd = -1
-        self._capture_fds()
+        self._capture_fds(log_fd)
 
-    def _capture_fds(self) -> None:
-        """File descriptors 1 and 2 into an anonymous file, read back after every call."""
-        if hasattr(os, "memfd_create"):
-            fd = os.memfd_create("logitgate-worker-out")
-        else:  # pragma: no cover (non-Linux POSIX)
-            import tempfile
-            fd, path = tempfile.mkstemp()
-            os.unlink(path)
-        import fcntl
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    def _capture_fds(self, fd: int) -> None:
+        """File descriptors 1 and 2, and the log (``_FdLog``), into the anonymous file ``fd`` the
+        parent holds too (``_log_file``): read back after every call, and by the parent when the
+        worker dies or is killed."""
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         import faulthandler
         if faulthandler.is_enabled():  # a crash dump goes to this worker's output, not the parent's stderr
             faulthandler.enable(file=2)
-        if self.out_fd >= 0:
-            os.close(self.out_fd)
+        if self.out_fd >= 0 and self.out_fd != fd:
+            os.close(self.out_fd)  # the worker this one was forked from: its file
         self.out_fd = fd
 
     def take_log(self) -> str:
-        text = ""
-        size = os.fstat(self.out_fd).st_size
-        if size:
-            text = os.pread(self.out_fd, size, 0).decode("utf-8", errors="replace")
-            os.ftruncate(self.out_fd, 0)
-        if self.host is not None:
-            log = self.host.log
-            if log.getvalue():
-                text = log.getvalue() + text
-                log.seek(0)
-                log.truncate()
-        return text
+        return _take_text(self.out_fd)
 
     def reply(self, msg: tuple) -> None:
         """Send ``msg`` with the change the controller made to ``host.tokens`` (if any) and the log."""
@@ -358,11 +343,12 @@ class _Worker:
         """Fork the new sequence's worker: it gets a new channel and mask block (their descriptors
         follow the command) and the whole Python state of this one."""
         with socket.fromfd(self.conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            conn_fd, shm_fd = reduction.recvfds(s, 2)
+            conn_fd, shm_fd, log_fd = reduction.recvfds(s, 3)
         pid = os.fork()
         if pid:
             os.close(conn_fd)
             os.close(shm_fd)
+            os.close(log_fd)
             os.waitpid(pid, 0)  # the intermediate process exits at once
             self.reply(("ok", None))
             return
@@ -381,20 +367,63 @@ class _Worker:
             self.buf = mmap.mmap(shm_fd, _block_size(self.n_words))
             os.close(shm_fd)
             self.mask, self.progress = _views(self.buf, self.n_words)
-            self._capture_fds()
+            self._capture_fds(log_fd)
             host = self.host
             assert host is not None
             host.seq_id = new_id
-            host.log.seek(0)
-            host.log.truncate()
             self.conn.send(("hello", os.getpid(), None, ""))
             self.loop()
         finally:
             os._exit(0)
 
 
+class _FdLog(io.TextIOBase):
+    """A worker's ``host.log`` and ``sys.stdout``: every write goes to its log file at once, so
+    that the parent finds it there even if the worker is killed before its reply."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self.worker = worker
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        data = str(text).encode("utf-8", errors="replace")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.worker.out_fd, view):]
+        return len(text)
+
+    def getvalue(self) -> str:
+        """Nothing: the text is in the file (``take_log`` reads it)."""
+        return ""
+
+
+def _log_file() -> int:
+    """An anonymous file for a worker's output (appended to; the parent keeps a descriptor)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("logitgate-worker-out")
+    else:  # pragma: no cover (non-Linux POSIX)
+        import tempfile
+        fd, path = tempfile.mkstemp()
+        os.unlink(path)
+    import fcntl
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
+
+
+def _take_text(fd: int) -> str:
+    """What a worker's log file holds (emptied)."""
+    size = os.fstat(fd).st_size
+    if not size:
+        return ""
+    text = os.pread(fd, size, 0).decode("utf-8", errors="replace")
+    os.ftruncate(fd, 0)
+    return text
+
+
 def _worker_main(conn: Connection, buf: Any, n_words: int, factory: Callable[[ControllerHost], Controller],
-                 parent_host: ControllerHost, memory_limit: int | None, close_fds: list[int]) -> None:
+                 parent_host: ControllerHost, memory_limit: int | None, close_fds: list[int], log_fd: int) -> None:
     try:
         os.setpgid(0, 0)
         for fd in close_fds:
@@ -402,9 +431,9 @@ def _worker_main(conn: Connection, buf: Any, n_words: int, factory: Callable[[Co
                 os.close(fd)
             except OSError:
                 pass
-        w = _Worker(conn, buf, n_words)
-        log = io.StringIO()
-        sys.stdout = sys.stderr = log
+        w = _Worker(conn, buf, n_words, log_fd)
+        log = _FdLog(w)
+        sys.stdout = sys.stderr = log  # type: ignore[assignment]
         if memory_limit is not None:
             import resource
             with open("/proc/self/statm") as f:
@@ -480,6 +509,10 @@ class _Handle:
     """The worker's (call index, start time) pair in the shared block."""
     ended: Any = field(default=None, repr=False)
     """Where to record this worker when it ends (``ProcessControllers.ended``)."""
+    log_fd: int = -1
+    """The worker's log file (``_log_file``)."""
+    last_log: str = ""
+    """What was left in it when the worker ended (a killed worker's last output)."""
 
 
 def _end_worker(h: _Handle, graceful: bool = False) -> None:
@@ -502,10 +535,17 @@ def _end_worker(h: _Handle, graceful: bool = False) -> None:
                 _, h.status = os.waitpid(h.pid, 0)
             except ChildProcessError:  # not our child (no subreaper) or already reaped
                 pass
+            _reap_group(h.pid)
         try:
             h.conn.close()
         except OSError:
             pass
+        if h.log_fd >= 0:
+            try:
+                h.last_log = _take_text(h.log_fd)
+            finally:
+                os.close(h.log_fd)
+                h.log_fd = -1
         h.mask = h.progress = None
         try:
             h.shm.close()
@@ -517,6 +557,22 @@ def _end_worker(h: _Handle, graceful: bool = False) -> None:
             pass
         if h.ended is not None:
             h.ended.append(EndedWorker(h.seq_id, h.pid, h.shm.name, h.status))
+
+
+def _reap_group(pgid: int, wait_s: float = 0.2) -> None:
+    """Reap what a worker's script forked (its process group, killed with it): those processes
+    are re-parented to this process (the subreaper) and would stay zombies here. Best effort: one
+    that left the group (``setsid``) is neither killed nor reaped."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:  # none left in the group (or none is our child)
+            return
+        if pid == 0:  # some are still dying
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 def _end_all(handles: dict[int, _Handle]) -> None:
@@ -569,7 +625,7 @@ class ProcessControllers:
             raise ControllerError(f"a new worker would exceed {self.limits.max_sequences} live sequences")
         ours, theirs = Pipe(duplex=True)
         shm = SharedMemory(create=True, size=_block_size(n_words))
-        h = _Handle(seq_id, ours, shm, ended=self.ended)
+        h = _Handle(seq_id, ours, shm, ended=self.ended, log_fd=_log_file())
         h.mask, h.progress = _views(shm.buf, n_words)
         self._key += 1
         self.handles[self._key] = h
@@ -579,7 +635,8 @@ class ProcessControllers:
         """The root controller of a run, in a new worker forked from this process."""
         n_words = (host.tokenizer.n_tokens + 31) // 32
         h, theirs = self._new_handle(host.seq_id, n_words)
-        close_fds = [o.conn.fileno() for o in self.handles.values() if o is not h and o.alive]
+        close_fds = [fd for o in self.handles.values() if o is not h and o.alive
+                     for fd in (o.conn.fileno(), o.log_fd)]
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -587,7 +644,7 @@ class ProcessControllers:
             try:
                 h.conn.close()
             finally:
-                _worker_main(theirs, h.shm.buf, n_words, self.factory, host, self.memory_limit, close_fds)
+                _worker_main(theirs, h.shm.buf, n_words, self.factory, host, self.memory_limit, close_fds, h.log_fd)
         h.pid = pid
         theirs.close()
         proxy = RemoteController(self, h, host, n_words)
@@ -636,6 +693,7 @@ class RemoteController(PipelinedController):
     def _died(self, what: str) -> None:
         h = self.handle
         _end_worker(h)
+        self.host.log.write(h.last_log)  # what it wrote during the call it died in
         self.host.log.write(f"\n[logitgate] the worker (pid {h.pid}) of sequence {self.host.seq_id} died during "
                             f"{what}: {_status_text(h.status)}\n")
         raise WorkerDied(f"the worker of sequence {self.host.seq_id} (pid {h.pid}) died during {what}: "
@@ -644,6 +702,7 @@ class RemoteController(PipelinedController):
     def _timeout(self, what: str, limit: float) -> None:
         h = self.handle
         _end_worker(h)
+        self.host.log.write(h.last_log)  # what it wrote during the call it was killed in
         self.host.log.write(f"\n[logitgate] the worker (pid {h.pid}) was killed: {what} did not return within "
                             f"its limit of {limit * 1e3:.0f} ms\n")
         raise ControllerTimeout(f"{what} did not return within its limit of {limit * 1e3:.0f} ms "
@@ -655,11 +714,14 @@ class RemoteController(PipelinedController):
         host = self.host
         if msg[0] == "var":
             _, op, args = msg
+            if op not in ("get", "set", "append", "snapshot"):
+                self.handle.conn.send(("varerr", f"no variable operation {str(op)[:40]!r}"))
+                return None
             try:
                 value = getattr(host.variables, op)(*args)
-            except Exception as exc:  # noqa: BLE001
-                value = None
-                host.log.write(f"[logitgate] variables.{op} failed: {exc!r}\n")
+            except Exception as exc:  # noqa: BLE001 (the controller's own error, raised in its worker)
+                self.handle.conn.send(("varerr", f"variables.{op}: {exc}"))
+                return None
             self.handle.conn.send(("varres", value))
             return None
         back, log = msg[-2], msg[-1]
@@ -844,7 +906,7 @@ class RemoteController(PipelinedController):
         try:
             h.conn.send(("fork", host.seq_id))
             with socket.fromfd(h.conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                reduction.sendfds(s, [theirs.fileno(), new.shm._fd])  # type: ignore[attr-defined]
+                reduction.sendfds(s, [theirs.fileno(), new.shm._fd, new.log_fd])  # type: ignore[attr-defined]
         except (OSError, EOFError, ValueError):
             theirs.close()
             _end_worker(new)

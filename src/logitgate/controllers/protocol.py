@@ -31,12 +31,21 @@ from ..vocab import Tokenizer
 __all__ = [
     "Continue", "Stop", "Suspend", "Fork", "SampleWithBias", "Splice",
     "PreResult", "MidResult", "PostResult",
-    "Controller", "ControllerHost", "VariableStore", "ControllerError",
+    "Controller", "ControllerHost", "VariableStore", "ControllerError", "ControllerStartError",
 ]
 
 
 class ControllerError(Exception):
     """A controller broke the protocol (a wrong result type, an impossible backtrack, ...)."""
+
+
+class ControllerStartError(ControllerError):
+    """The root controller could not be created (``run_controller`` raises it): ``log`` holds what
+    it wrote before it failed (a Wasm start function's log, a worker's traceback)."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
 
 
 @dataclass(frozen=True)
@@ -93,24 +102,39 @@ PostResult = Union[Continue, Stop]
 
 
 class VariableStore:
-    """Variables shared by all sequences of one request: ``get``/``set``/``append`` of bytes."""
+    """Variables shared by all sequences of one request: ``get``/``set``/``append`` of bytes.
+    ``max_bytes`` bounds their names and values together (``None``: no bound); a ``set`` or
+    ``append`` past it raises ``ControllerError`` and changes nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._vars: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self.max_bytes = max_bytes
+        self._bytes = 0
 
     def get(self, name: str) -> bytes | None:
         with self._lock:
             return self._vars.get(name)
 
+    def _store(self, name: str, value: bytes) -> None:
+        """Set ``name`` (the lock held), within ``max_bytes``."""
+        old = self._vars.get(name)
+        size = self._bytes + len(value) - (len(old) if old is not None else -len(name.encode()))
+        if self.max_bytes is not None and size > self.max_bytes:
+            raise ControllerError(f"variable {name[:40]!r}: the request's variables would hold {size} bytes, over "
+                                  f"their limit of {self.max_bytes} bytes")
+        self._vars[name] = value
+        self._bytes = size
+
     def set(self, name: str, value: bytes | str) -> None:
+        data = value.encode() if isinstance(value, str) else bytes(value)
         with self._lock:
-            self._vars[name] = value.encode() if isinstance(value, str) else bytes(value)
+            self._store(name, data)
 
     def append(self, name: str, value: bytes | str) -> None:
         data = value.encode() if isinstance(value, str) else bytes(value)
         with self._lock:
-            self._vars[name] = self._vars.get(name, b"") + data
+            self._store(name, self._vars.get(name, b"") + data)
 
     def snapshot(self) -> dict[str, bytes]:
         """A copy of every variable."""

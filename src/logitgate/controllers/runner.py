@@ -20,6 +20,8 @@ a call returns (a call that never returns is not interrupted); worker processes 
 """
 from __future__ import annotations
 
+import itertools
+import operator
 import time
 import traceback
 from abc import abstractmethod
@@ -37,6 +39,7 @@ from .protocol import (
     Controller,
     ControllerError,
     ControllerHost,
+    ControllerStartError,
     Fork,
     SampleWithBias,
     Splice,
@@ -68,6 +71,9 @@ class Limits:
     forking sequence with an error."""
     max_suspended_rounds: int = 64
     """Rounds in which every live sequence is suspended before they are all stopped (a deadlock)."""
+    max_variables_bytes: int = 64 << 20
+    """The request's shared variables, names and values together; a ``set``/``append`` past it
+    raises ``ControllerError`` in the controller that made it."""
 
 
 @dataclass
@@ -299,7 +305,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     t_start = time.perf_counter()
     tok = model.tokenizer
     rng = np.random.default_rng(seed) if temperature > 0 else None
-    variables = VariableStore()
+    variables = VariableStore(limits.max_variables_bytes)
     prompt_tokens = prompt_ids(model, prompt)
     sequences = getattr(model, "sequences", None)
     cache: _ModelCache | _BatchedCache = (
@@ -427,7 +433,8 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     try:
         root = controller_factory(root_host)
     except Exception as exc:
-        raise ControllerError(f"the controller could not be created: {type(exc).__name__}: {exc}") from exc
+        raise ControllerStartError(f"the controller could not be created: {type(exc).__name__}: {exc}",
+                                   root_host.log.getvalue()) from exc
     first = _Seq(0, root, root_host, len(prompt_tokens))
     seqs.append(first)
     try:
@@ -555,9 +562,16 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                     if backtrack > generated:
                         end(seq, "error", f"Splice backtracks {backtrack} tokens but only {generated} were generated")
                         continue
-                    new = [int(t) for t in r.ff_tokens]
-                    if any(not 0 <= t < tok.vocab_size for t in new):
-                        end(seq, "error", f"Splice has token ids outside the vocabulary: {new}")
+                    room = max_tokens - (generated - backtrack)  # a splice is cut at max_tokens
+                    try:
+                        new = [operator.index(t) for t in itertools.islice(r.ff_tokens, max(room, 0))]
+                    except TypeError as exc:
+                        end(seq, "error", f"Splice has a token id that is not an integer: {exc}")
+                        continue
+                    bad = [t for t in new if not 0 <= t < tok.vocab_size]
+                    if bad:
+                        end(seq, "error", f"Splice has {len(bad)} token ids outside the vocabulary [0, {tok.vocab_size})"
+                                          f": {bad[:8]}{' ...' if len(bad) > 8 else ''}")
                         continue
                 if backtrack:
                     del host.tokens[len(host.tokens) - backtrack:]

@@ -178,8 +178,16 @@ class WasmLimits:
     fuel_pre_process: int = 20_000_000
     fuel_mid_process: int = 200_000_000
     fuel_post_process: int = 20_000_000
+    fuel_fork: int = 200_000_000
+    """A clone's instantiation: its start function, if the module has one, runs again there (so
+    that a fork bomb cannot spend ``fuel_init_prompt`` per fork)."""
     memory_bytes: int = 64 << 20
-    """Linear memory cap: ``memory.grow`` past it fails (returns -1)."""
+    """Linear memory cap of one instance: ``memory.grow`` past it fails (returns -1)."""
+    request_memory_bytes: int = 256 << 20
+    """Linear memory of all the live instances of one ``controller_factory`` (one run: a sequence
+    and its forks) together: ``memory.grow`` past it fails, and so does a fork whose copy would
+    not fit (it ends the forking sequence). Without it, forks multiply ``memory_bytes`` by
+    ``Limits.max_sequences``."""
     table_elements: int = 100_000
     max_constraints: int = 64
     """Live host constraint handles per instance."""
@@ -214,7 +222,9 @@ _engine_lock = threading.Lock()
 
 def _shared_engine() -> Any:
     """The engine every module compiles with: fuel metering on; threads, 64-bit and multiple
-    memories, GC and exceptions off (features that would put state where forking cannot copy it)."""
+    memories, GC and exceptions off (features that would put state where forking cannot copy it);
+    SIMD off (wasmtime-py aborts the whole process when it reads a ``v128`` in a function's
+    signature, so a module with one must be refused by the compiler, before we look at it)."""
     global _engine
     with _engine_lock:
         if _engine is None:
@@ -222,7 +232,8 @@ def _shared_engine() -> Any:
             cfg = w.Config()
             cfg.consume_fuel = True
             for feature in ("wasm_threads", "wasm_memory64", "wasm_multi_memory", "wasm_gc",
-                            "wasm_function_references", "wasm_exceptions", "wasm_stack_switching"):
+                            "wasm_function_references", "wasm_exceptions", "wasm_stack_switching",
+                            "wasm_relaxed_simd", "wasm_simd"):
                 try:
                     setattr(cfg, feature, False)
                 except (AttributeError, w.WasmtimeError):  # pragma: no cover - older wasmtime
@@ -404,8 +415,10 @@ class WasmModule:
         """``host -> WasmController``: the ``controller_factory`` of ``run_controller``."""
         data = arg.encode() if isinstance(arg, str) else bytes(arg)
 
+        budget = _MemoryBudget(limits.request_memory_bytes)
+
         def factory(host: ControllerHost) -> WasmController:
-            return WasmController(self, host, limits, data)
+            return WasmController(self, host, limits, data, budget=budget)
 
         return factory
 
@@ -413,8 +426,29 @@ class WasmModule:
         return f"WasmModule({self.name!r}, {self.size} bytes, imports={self.import_names})"
 
 
-def _first_lines(text: str, n: int = 3) -> str:
-    return " / ".join(line.strip() for line in text.strip().splitlines()[:n] if line.strip())
+class _MemoryBudget:
+    """The linear memory the live instances of one factory hold together
+    (``WasmLimits.request_memory_bytes``)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self.lock = threading.Lock()
+
+    def change(self, delta: int) -> None:
+        with self.lock:
+            self.used += delta
+
+
+def _first_lines(text: str, n: int = 4) -> str:
+    """The first ``n`` lines of a wasmtime error, its cause included ("Caused by:" and the
+    numbering of its chain left out), on one line."""
+    lines = []
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line and line != "Caused by:":
+            lines.append(line.split(": ", 1)[1] if line[:1].isdigit() and ": " in line else line)
+    return ": ".join(lines[:n])[:1000]
 
 
 def _trap_cause(exc: Exception) -> str:
@@ -467,15 +501,20 @@ class WasmController(Controller):
     docstring for the ABI)."""
 
     def __init__(self, module: WasmModule, host: ControllerHost, limits: WasmLimits = WasmLimits(),
-                 arg: bytes = b"", *, _parent: WasmController | None = None) -> None:
+                 arg: bytes = b"", *, budget: _MemoryBudget | None = None,
+                 _parent: WasmController | None = None) -> None:
         w = _wasmtime()
         self._w = w
         self.module = module
         self.host = host
         self.limits = limits
         self.arg = bytes(arg)
-        self._call_name = "instantiation"
-        self._fuel_given = limits.fuel_init_prompt
+        self._call_name = "instantiation" if _parent is None else "fork"
+        self._fuel_given = limits.fuel_init_prompt if _parent is None else limits.fuel_fork
+        self._budget = (_parent._budget if _parent is not None else
+                        budget if budget is not None else _MemoryBudget(limits.request_memory_bytes))
+        self._held = 0  # bytes of linear memory counted in the budget
+        self._memory_cap = -1  # the store's memory limit now
         self._mid: MidResult | None = None
         self._log_bytes = 0
         self._dead: str | None = None
@@ -486,28 +525,32 @@ class WasmController(Controller):
         self._mask_words = (tok.vocab_size + 31) // 32
         self._memory: Any = None  # set once instantiated (a start function reaches it through its caller)
         store = self._store = w.Store(module.engine)
-        store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=1,
-                         tables=4, memories=1)
+        self._set_memory_cap()
         funcs = []
         for name in module.import_names:
             params, results = _IMPORTS[name]
             ty = w.FuncType([w.ValType.i32()] * params, [w.ValType.i32()] * results)
             funcs.append(w.Func(store, ty, self._host(name), access_caller=True))
-        store.set_fuel(limits.fuel_init_prompt)
+        store.set_fuel(self._fuel_given)
         try:
             instance = w.Instance(store, module.module, funcs)
         except w.Trap as exc:
             raise WasmTrap(self._trap_message(exc)) from None
         except w.WasmtimeError as exc:
-            raise WasmTrap(f"{module.name} could not be instantiated: {_trap_cause(exc)} "
-                           f"(memory limit {limits.memory_bytes} bytes)") from None
+            raise WasmTrap(f"{module.name} could not be instantiated: {_trap_cause(exc)} (limits: "
+                           f"{self._memory_cap} bytes of memory, {limits.table_elements} table elements)") from None
         self._instance = instance
         ex = instance.exports(store)
         self._memory = ex["memory"]
+        self._account()
         self._exports = {name: _fast_caller(store, ex[name], *_EXPORTS[name]) or ex[name] for name in _EXPORTS}
         self._globals = [ex[name] for name in module.mutable_globals]
         if _parent is not None:
-            self._copy_state(_parent)
+            try:
+                self._copy_state(_parent)
+            except BaseException:
+                self.close()
+                raise
         elif module.has_initialize:
             self._begin("init_prompt")
             self._invoke(ex["_initialize"])
@@ -561,6 +604,8 @@ class WasmController(Controller):
 
     def close(self) -> None:
         """Drop the instance (its memory) and the constraint handles."""
+        self._budget.change(-self._held)
+        self._held = 0
         self._constraints = []
         self._exports = {}
         self._instance = None
@@ -578,6 +623,23 @@ class WasmController(Controller):
         self._call_name = call
         self._fuel_given = self.limits.fuel(call)
         self._store.set_fuel(self._fuel_given)
+        self._set_memory_cap()
+
+    def _set_memory_cap(self) -> None:
+        """Let the memory grow up to ``memory_bytes``, or what the request's budget has left."""
+        budget = self._budget
+        cap = max(min(self.limits.memory_bytes, self._held + budget.total - budget.used), 0)
+        if cap != self._memory_cap:
+            self._memory_cap = cap
+            self._store.set_limits(memory_size=cap, table_elements=self.limits.table_elements, instances=1,
+                                   tables=4, memories=1)
+
+    def _account(self) -> None:
+        """Count the memory's size now in the request's budget."""
+        if self._memory is not None and self._store is not None:
+            size = self._memory.data_len(self._store)
+            self._budget.change(size - self._held)
+            self._held = size
 
     def _invoke(self, func: Any, *args: int) -> Any:
         w = self._w
@@ -590,6 +652,8 @@ class WasmController(Controller):
         except Exception as exc:  # a host function's error: it ends the sequence too
             self._dead = f"{type(exc).__name__}: {exc}"
             raise
+        finally:
+            self._account()
 
     def _fail(self, exc: WasmError) -> WasmError:
         self._dead = str(exc)
@@ -609,9 +673,11 @@ class WasmController(Controller):
         memory = self._memory
         if memory is None:
             return ""
-        used, limit = memory.data_len(self._store), self.limits.memory_bytes
+        used, limit = memory.data_len(self._store), self._memory_cap
         if limit - used <= max(limit // 8, 1 << 20):
-            return f" (its memory is {used} bytes, near the memory limit of {limit} bytes: memory.grow fails past it)"
+            which = ("the memory limit" if limit >= self.limits.memory_bytes else
+                     f"what the request's Wasm memory budget (request_memory_bytes={self._budget.total}) left it")
+            return f" (its memory is {used} bytes, near {which} of {limit} bytes: memory.grow fails past it)"
         return ""
 
     def _pass_ints(self, values: Sequence[int]) -> int:
@@ -634,9 +700,15 @@ class WasmController(Controller):
     def _copy_state(self, parent: WasmController) -> None:
         src, dst = parent._memory, self._memory
         pages = src.size(parent._store) - dst.size(self._store)
-        if pages > 0 and dst.grow(self._store, pages) < 0:
-            raise WasmTrap(f"fork: the clone's memory cannot grow to {src.data_len(parent._store)} bytes")
         n = src.data_len(parent._store)
+        try:
+            grown = pages <= 0 or dst.grow(self._store, pages) >= 0
+        except self._w.WasmtimeError:  # wasmtime-py raises where the limit refuses it
+            grown = False
+        if not grown:
+            raise WasmTrap(f"fork: the clone's memory cannot grow to {n} bytes: the request's Wasm memory "
+                           f"budget (request_memory_bytes={self._budget.total}) has {self._memory_cap} bytes left")
+        self._account()
         ctypes.memmove(self._base(self._store), parent._base(parent._store), n)
         for theirs, mine in zip(parent._globals, self._globals):
             mine.set_value(self._store, theirs.value(parent._store))
@@ -765,26 +837,37 @@ class WasmController(Controller):
         return self._write_capped(caller, out, cap, self.arg, "module_arg")
 
     def _h_var_get(self, caller: Any, name_ptr: int, name_len: int, out: int, cap: int) -> int:
-        value = self.host.variables.get(self._text(caller, name_ptr, name_len, "var_get"))
+        value = self.host.variables.get(self._var_name(caller, name_ptr, name_len, "var_get"))
         if value is None:
             return -1
         return self._write_capped(caller, out, cap, value, "var_get")
 
+    def _var_name(self, caller: Any, ptr: int, n: int, what: str) -> str:
+        if n > self.limits.max_variable_bytes:
+            raise WasmHostError(f"{what}: a name of {n} bytes, over the limit of {self.limits.max_variable_bytes} bytes")
+        return self._text(caller, ptr, n, what)
+
     def _h_var_set(self, caller: Any, name_ptr: int, name_len: int, val_ptr: int, val_len: int) -> None:
-        name = self._text(caller, name_ptr, name_len, "var_set")
+        name = self._var_name(caller, name_ptr, name_len, "var_set")
         if val_len > self.limits.max_variable_bytes:
-            raise WasmHostError(f"var_set: {val_len} bytes for {name!r}, over the limit of "
+            raise WasmHostError(f"var_set: {val_len} bytes for {name[:40]!r}, over the limit of "
                                 f"{self.limits.max_variable_bytes} bytes per variable")
-        self.host.variables.set(name, self._read(caller, val_ptr, val_len, "var_set"))
+        try:
+            self.host.variables.set(name, self._read(caller, val_ptr, val_len, "var_set"))
+        except ControllerError as exc:  # the request's variables are full
+            raise WasmHostError(f"var_set: {exc}") from None
 
     def _h_var_append(self, caller: Any, name_ptr: int, name_len: int, val_ptr: int, val_len: int) -> None:
-        name = self._text(caller, name_ptr, name_len, "var_append")
+        name = self._var_name(caller, name_ptr, name_len, "var_append")
         value = self._read(caller, val_ptr, val_len, "var_append")
         old = self.host.variables.get(name) or b""
         if len(old) + len(value) > self.limits.max_variable_bytes:
-            raise WasmHostError(f"var_append: {name!r} would hold {len(old) + len(value)} bytes, over the limit of "
-                                f"{self.limits.max_variable_bytes} bytes per variable")
-        self.host.variables.append(name, value)
+            raise WasmHostError(f"var_append: {name[:40]!r} would hold {len(old) + len(value)} bytes, over the "
+                                f"limit of {self.limits.max_variable_bytes} bytes per variable")
+        try:
+            self.host.variables.append(name, value)
+        except ControllerError as exc:
+            raise WasmHostError(f"var_append: {exc}") from None
 
     def _h_log(self, caller: Any, ptr: int, n: int) -> None:
         self._log(self._read(caller, ptr, n, "log").decode("utf-8", errors="replace"))
@@ -880,7 +963,7 @@ class WasmController(Controller):
         if backtrack < 0:
             raise WasmHostError(f"splice: backtrack {backtrack} is negative")
         raw = self._read(caller, ptr, 4 * n, "splice")
-        self._mid = Splice(backtrack, [int(t) for t in np.frombuffer(raw, dtype="<i4")])
+        self._mid = Splice(backtrack, np.frombuffer(raw, dtype="<i4").astype(np.int32))  # no list: n can be 16M
         return 1
 
     def __repr__(self) -> str:

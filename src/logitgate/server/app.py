@@ -287,7 +287,7 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
     The run happens in a worker thread holding ``state.run_lock``; its events are handed to the
     event loop with ``call_soon_threadsafe``. A client that disconnects stops the run at its next
     event."""
-    from logitgate.controllers import run_controller
+    from logitgate.controllers import ControllerStartError, run_controller
     from logitgate.controllers.wasm import WasmLimits
 
     model = state.controller_model
@@ -320,6 +320,9 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                 post(("done", res))
             except _RunCancelled:
                 post(("cancelled", None))
+            except ControllerStartError as exc:  # the module's own failure: reported with its log
+                log.info("controller failed to start: %s", exc)
+                post(("failed", exc))
             except BaseException as exc:  # reported to the client
                 log.exception("controller run failed")
                 post(("failed", exc))
@@ -368,7 +371,7 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                 yield api.sse(_final_run(payload, prompt_tokens))
             elif kind == "failed":
                 yield api.sse({"object": "run", "forks": [{
-                    "index": 0, "text": "", "logs": "", "finish_reason": "fail", "storage": [],
+                    "index": 0, "text": "", "logs": getattr(payload, "log", ""), "finish_reason": "fail", "storage": [],
                     "error": f"{type(payload).__name__}: {payload}"}],
                     "usage": _run_usage(appended, prompt_tokens + appended)})
             yield api.sse("[DONE]")
@@ -381,7 +384,7 @@ async def _controller_chat(state: _State, req: api.ChatCompletionRequest) -> dic
     """``chat/completions`` with logitgate's ``controller`` field: the uploaded controller writes the
     answer from the chat's prompt (on the controller model, one run at a time); every sequence it
     forks is a choice. Not streamed (``/v1/run`` streams a run)."""
-    from logitgate.controllers import run_controller
+    from logitgate.controllers import ControllerStartError, run_controller
     from logitgate.controllers.wasm import WasmLimits
 
     if req.stream:
@@ -409,6 +412,9 @@ async def _controller_chat(state: _State, req: api.ChatCompletionRequest) -> dic
         res, n_prompt = await asyncio.get_running_loop().run_in_executor(None, work)
     except (APIError, asyncio.CancelledError):
         raise
+    except ControllerStartError as exc:  # the module failed before its first token: its fault, with its log
+        raise APIError(422, f"the controller failed to start: {exc}", param="controller",
+                       code="controller_failed", logs=exc.log) from None
     except Exception as exc:  # the runner itself failed (a controller's own errors are in its sequences)
         log.exception("controller run failed")
         raise APIError(500, f"the controller run failed: {type(exc).__name__}: {exc}", param="controller",

@@ -65,16 +65,21 @@ class APIError(Exception):
     """An error answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}``."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str | None = None) -> None:
+                 type: str | None = None, logs: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
         self.type = type or _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        self.logs = logs
+        """A failed controller's log (logitgate's extension, in ``error.logs``)."""
 
     def body(self) -> dict[str, Any]:
-        return error_body(self.message, self.type, self.param, self.code)
+        out = error_body(self.message, self.type, self.param, self.code)
+        if self.logs is not None:
+            out["error"]["logs"] = self.logs
+        return out
 
 
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
