@@ -339,7 +339,9 @@ def _error_at_line(reason: str, text: str, line: int | None, column: int | None)
 def _lark_error(e: Exception, text: str, defs: dict[str, list[int]]) -> GrammarError:
     """Lark's GrammarError -> ours, with the position when Lark gives or implies one."""
     if len(e.args) == 2 and isinstance(e.args[1], SyntaxError):  # eval_escaping's (literal, error)
-        return GrammarError(f"invalid escape in the literal {e.args[0]!r}: {e.args[1].msg}")
+        reason = f"invalid escape in the literal {e.args[0]!r}: {e.args[1].msg}"
+        at = _find_literal(text, str(e.args[0]))
+        return GrammarError.at(reason, text, at) if at is not None else GrammarError(reason)
     head = str(e).split("\n\n", 1)[0].strip()
     m = _POS_RE.search(head)
     if m:
@@ -362,6 +364,64 @@ def _lark_error(e: Exception, text: str, defs: dict[str, list[int]]) -> GrammarE
     m = re.search(r"'([^']+)' defined more than once", head)
     if m and len(defs.get(m.group(1), ())) > 1:
         return GrammarError.at(head, text, defs[m.group(1)][1], rule=m.group(1))
+    return _located(head, text, defs)
+
+
+def _find_literal(text: str, body: str) -> int | None:
+    """Offset of a quoted literal or regex whose body is ``body`` (None when not found)."""
+    for q in "\"/":
+        at = text.find(q + body + q)
+        if at >= 0:
+            return at
+    at = text.find(body) if body else -1
+    return at if at >= 0 else None
+
+
+def _located(head: str, text: str, defs: dict[str, list[int]]) -> GrammarError:
+    """A Lark error without a position, placed at what its message names: the rule or terminal
+    used inside a terminal, the rule or terminal it is about, the literal, or the statement."""
+    m = re.search(r"NonTerminal\('([^']+)'\) in (\w+)", head)
+    if m:  # a rule used inside a terminal (or inside an inline %ignore pattern)
+        used, container = m.groups()
+        if container in defs:
+            start = defs[container][0]
+        else:
+            ign = re.compile(r"^[ \t]*%ignore\b[^\n]*\b" + re.escape(used) + r"\b", re.M).search(text)
+            ign = ign or re.compile(r"^[ \t]*%ignore", re.M).search(text)
+            start = ign.start() if ign else None
+        if start is not None:
+            end = text.find("\n", start)
+            use = re.compile(r"(?<![\w\"'/%])" + re.escape(used) + r"(?!\w)").search(
+                text, start + 1, len(text) if end < 0 else end)
+            return GrammarError.at(head, text, use.start() if use else start, rule=used)
+    m = re.search(r"Rules defined twice:\s*\*\s*<(\w+)\s*:", head)
+    names = [m.group(1)] if m else []
+    names += [w for w in re.findall(r"[A-Za-z_]\w*", head) if w in defs]
+    for name in names:
+        if name in defs:
+            return GrammarError.at(head, text, defs[name][0], rule=name)
+    m = re.search(r"used but not defined: (\w+)", head)
+    if m:  # the first use of the undefined name
+        use = re.compile(r"(?<![\w\"'/%])" + re.escape(m.group(1)) + r"(?!\w)").search(text)
+        if use:
+            return GrammarError.at(head, text, use.start(), rule=m.group(1))
+        return GrammarError(head, rule=m.group(1))
+    m = re.search(r"grammar `([^`]+)`|import '[^']*' from '([^']+)'", head)
+    if m:
+        imp = re.compile(r"^[ \t]*%import[ \t]+\.?" + re.escape(m.group(1) or m.group(2).rsplit(".", 1)[0]),
+                         re.M).search(text)
+        if imp:
+            return GrammarError.at(head, text, imp.start())
+    m = re.search(r"`'(.*)'`|\((.+)\)$", head)
+    if m:
+        at = _find_literal(text, m.group(1) if m.group(1) is not None else m.group(2))
+        if at is not None:
+            return GrammarError.at(head, text, at)
+    for word, pattern in (("ignore", r"^[ \t]*%ignore\b"), ("?rule", r"^[ \t]*\?_"), ("->", r"->")):
+        if word in head.lower():
+            hit = re.compile(pattern, re.M).search(text)
+            if hit:
+                return GrammarError.at(head, text, hit.start())
     return GrammarError(head)
 
 

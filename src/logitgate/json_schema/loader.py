@@ -153,7 +153,7 @@ def load(schema: Any, registry: Mapping[str, Any] | referencing.Registry | None 
     try:
         reg = reg.crawl()
     except Exception as e:  # noqa: BLE001 - referencing raises several kinds on malformed ids
-        raise SchemaError(f"cannot index the schema's $id/$anchor keywords: {e}") from None
+        raise SchemaError(f"cannot index the schema's $id/$anchor keywords: {e}", pointer="") from None
     return Loaded(root, draft, reg)
 
 
@@ -173,3 +173,5 @@ def lookup(resolver: referencing._core.Resolver, ref: str, pointer: str) -> refe
     except referencing.exceptions.Unresolvable as e:
         raise SchemaError(f"cannot resolve $ref {ref!r} ({type(e).__name__}); pass remote documents with "
                           f"registry={{uri: schema}}", pointer=pointer) from None
+    except ValueError as e:  # urllib refuses the URI itself (e.g. an unbalanced '[')
+        raise SchemaError(f"cannot resolve $ref {ref!r}: not a valid URI reference ({e})", pointer=pointer) from None
