@@ -111,6 +111,21 @@ def test_numbers_exact_decimal_bounds_and_multiple_of():
     assert accepts(big, str(2**64)) and not accepts(big, str(2**64 - 1))
 
 
+@pytest.mark.parametrize("draft, fraction_ok", [("http://json-schema.org/draft-04/schema#", False),
+                                                  ("http://json-schema.org/draft-07/schema#", True),
+                                                  ("https://json-schema.org/draft/2020-12/schema", True)])
+@pytest.mark.parametrize("bounds", [{}, {"minimum": 2, "maximum": 40}, {"multipleOf": 3}])
+def test_integer_with_a_zero_fraction_follows_the_draft(draft, fraction_ok, bounds):
+    import jsonschema
+
+    schema = {"$schema": draft, "type": "integer", **bounds}
+    c = compiled(schema)
+    oracle = jsonschema.validators.validator_for(schema)(schema)
+    for text in ["3", "3.0", "30.00", "-12", "6"]:
+        assert accepts(c, text) == oracle.is_valid(json.loads(text)), text
+    assert accepts(c, "3.0") == fraction_ok  # 3 satisfies every bound here
+
+
 def test_enum_const_and_numeric_equality():
     c = compiled({"enum": ["a", 1, None, {"k": [1]}]})
     for text in ('"a"', "1", "1.0", "null", '{"k":[1]}'):

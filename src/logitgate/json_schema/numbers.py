@@ -164,6 +164,8 @@ _NUMBER_SYNTAX = _cat(
     _opt(_cat(_E, _opt(_chars(("+", "+"), ("-", "-"))), _rep(_DIGIT, 1, None))),
 )
 _INTEGER_SYNTAX = _cat(_opt(_MINUS), _UINT, _POINT_ZEROS)
+PLAIN_INTEGER = _cat(_opt(_MINUS), _UINT)
+"""Integer texts without a fraction: draft 4's integers (it does not count ``3.0`` as one)."""
 
 
 # -- integers --------------------------------------------------------------------------------------
