@@ -498,3 +498,25 @@ def test_a_controller_that_fails_to_start_reaches_the_client_with_its_log(server
     assert events[-1] == "[DONE]"
     last = json.loads(events[-2])["forks"][0]
     assert last["finish_reason"] == "fail" and "unreachable" in last["error"] and last["logs"] == " ok"
+
+
+def test_the_server_stores_at_most_max_modules(tok_spm):
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from logitgate.server import create_app
+
+    from .test_server_api import FakeEngine, FakeModel, _serve
+
+    url, srv, thread = _serve(create_app(FakeEngine(FakeModel(tok_spm)), max_modules=2))
+    try:
+        modules = [bytes(wasmtime.wat2wasm(hostile_wat(f"(drop (i32.const {i}))"))) for i in range(3)]
+        codes = [httpx.post(f"{url}/v1/controllers", content=m, timeout=60).status_code for m in modules]
+        assert codes == [200, 200, 507]
+        again = httpx.post(f"{url}/v1/controllers", content=modules[0], timeout=60)  # stored already: fine
+        assert again.status_code == 200
+        r = httpx.post(f"{url}/v1/controllers", content=modules[2], timeout=60)
+        assert r.json()["error"]["code"] == "too_many_modules" and "2" in r.json()["error"]["message"]
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)

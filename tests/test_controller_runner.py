@@ -190,6 +190,17 @@ def test_limits_end_a_slow_controller_and_cap_forks(tok_spm):
     assert len(res.sequences) == 1 and "exceed 3 sequences" in res.sequences[0].error
 
 
+def test_a_whole_run_is_bounded_by_max_run_seconds(tok_spm):
+    """Every call within its own limit, but many of them: the run's wall-time cap ends it."""
+    t = time.perf_counter()
+    res = run(tok_spm, b"", [("sleep", 0.05), ("text", "x")] * 40, limits=Limits(max_run_seconds=0.3),
+              max_tokens=100)
+    took = time.perf_counter() - t
+    (seq,) = res.sequences
+    assert seq.stop_reason == "error" and "max_run_seconds=0.3" in seq.error and "max_run_seconds" in seq.log
+    assert 0 < seq.text.count("x") < 40 and took < 1.5
+
+
 def test_protocol_errors_are_reported(tok_spm):
     class Bad(Steps):
         def mid_process(self, fork_group):

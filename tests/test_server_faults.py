@@ -187,6 +187,11 @@ BAD: list[tuple[str, bytes | dict[str, Any], int, str, str | None]] = [
      "response_format.json_schema.schema"),
     ("bad lark", chat(lark='start: "a" (\n'), 400, "invalid_grammar", "lark"),
     ("bad gbnf", chat(gbnf='root ::= "a" ('), 400, "invalid_grammar", "gbnf"),
+    ("state explosion", chat(regex="(a|b)*a(a|b){30}"), 400, "constraint_too_large", "regex"),
+    ("repeat over the cap", chat(regex="a{5000}"), 400, "constraint_too_large", "regex"),
+    ("schema too deep", chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema":
+        json.loads('{"type": "array", "items": ' * 600 + "{}" + "}" * 600)}}), 400, "constraint_too_large",
+     "response_format.json_schema.schema"),
     ("two constraints", chat(regex="a", gbnf='root ::= "a"'), 400, "too_many_constraints", None),
     ("n > 1", chat(n=3), 400, "unsupported_parameter", "n"),
 ]
@@ -208,6 +213,10 @@ def test_bad_requests_get_their_exact_error_while_good_streams_go_on(served, str
             assert "offset" in err["message"], err
         if name in ("bad lark", "bad gbnf"):
             assert "line" in err["message"] or "column" in err["message"], err
+        if code == "constraint_too_large":  # names the cap
+            cap = {"state explosion": "max_dfa_states=", "repeat over the cap": "max_regex_repeat=",
+                   "schema too deep": "max_schema_depth="}[name]
+            assert cap in err["message"], err
     bg.check()
     assert served.settle()["running"] == 0
 

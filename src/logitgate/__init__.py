@@ -17,12 +17,14 @@ from .errors import (
     CompileError,
     GrammarError,
     GrammarWarning,
+    LimitError,
     LogitgateError,
     RegexError,
     SchemaError,
     TokenizerError,
 )
 from .grammar import Grammar
+from .limits import Limits, get_limits, set_limits, using_limits
 from .matcher import Matcher, fill_next_token_bitmasks
 from .vocab import Tokenizer
 
@@ -52,5 +54,10 @@ __all__ = [
     "SchemaError",
     "TokenizerError",
     "CompileError",
+    "LimitError",
+    "Limits",
+    "get_limits",
+    "set_limits",
+    "using_limits",
     "__version__",
 ]

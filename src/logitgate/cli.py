@@ -313,7 +313,10 @@ def _serve(args: argparse.Namespace) -> int:
         controller_model = None if args.no_controllers else load_model(args.model, runtime=args.runtime)
     engine = Engine(model, max_batch=args.max_batch)
     engine.start()
-    app = create_app(engine, api_key=api_key, controller_model=controller_model)
+    from .server.app import DEFAULT_LIMITS
+
+    limits = DEFAULT_LIMITS.replace(max_compile_seconds=args.max_compile_seconds or None)
+    app = create_app(engine, api_key=api_key, controller_model=controller_model, limits=limits)
     where = f"http://{args.host}:{args.port}/v1"
     print(f"logitgate serve: {model.name} at {where}" + (" (API key required)" if api_key else ""), file=sys.stderr,
           flush=True)
@@ -372,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="require 'Authorization: Bearer KEY' (default: $LOGITGATE_API_KEY, else no key)")
     serve.add_argument("--max-batch", type=int, default=64, help="requests decoded together at most")
     serve.add_argument("--no-controllers", action="store_true", help="no /v1/run (no second model instance)")
+    serve.add_argument("--max-compile-seconds", type=float, default=10.0,
+                       help="compile deadline of a request's constraint (default 10; 0: none)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")

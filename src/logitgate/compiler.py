@@ -26,6 +26,7 @@ import numpy as np
 from .automata import ByteDFA, regex_dfa
 from .errors import CompileError
 from .grammar import Grammar
+from .limits import compile_deadline, get_limits
 from .kernels import trie_kernels
 from .vocab import Tokenizer
 
@@ -73,6 +74,8 @@ class CompiledGrammar:
             eos[t >> 5] |= np.uint32(1 << (t & 31))
         self.eos_mask = _readonly(eos.view(np.int32))  # bitmask layout, EOS tokens only
         self._masks: dict[int, np.ndarray] = {}
+        # memoised masks are capped by Limits.mask_cache_bytes (oldest dropped first)
+        self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
         self._forced: dict[int, bytes] = {}
         self._lock = threading.Lock()
         self._indexing_started = False
@@ -123,6 +126,8 @@ class CompiledGrammar:
             mask = self._compute_mask(state)
             with self._lock:
                 mask = self._masks.setdefault(state, mask)
+                if len(self._masks) > self._max_masks:
+                    del self._masks[next(iter(self._masks))]
         return mask
 
     def _compute_mask(self, state: int) -> np.ndarray:
@@ -258,6 +263,15 @@ class CompiledCFG(CompiledGrammar):
 
 
 def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
+    try:
+        with compile_deadline():
+            return _build(grammar, tokenizer)
+    except RecursionError:  # a backstop: recursive passes over a very deeply nested constraint
+        raise CompileError(f"the {grammar.kind} nests too deeply to compile (groups or rules within each other, "
+                           f"or a long chain of rules each referring to the next)") from None
+
+
+def _build(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     if grammar.kind == "regex":
         return CompiledGrammar(grammar, tokenizer, regex_dfa(grammar.tree))
     if grammar.kind in ("lark", "gbnf", "yacc"):

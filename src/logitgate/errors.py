@@ -9,6 +9,7 @@ __all__ = [
     "SchemaError",
     "TokenizerError",
     "CompileError",
+    "LimitError",
 ]
 
 
@@ -130,3 +131,68 @@ class SchemaError(LogitgateError, ValueError):
             return f"{self.reason} (at {where or '/'})" if where is not None else self.reason
         lines = [self.reason] + [f"  {ptr or '/'}: {msg}" for ptr, msg in self.problems]
         return "\n".join(lines)
+
+
+class LimitError(CompileError):
+    """A constraint refused because it needs more than a cap of :class:`logitgate.Limits` allows.
+
+    Attributes: ``limit`` (the ``Limits`` field name, e.g. ``"max_dfa_states"``), ``value`` (the cap
+    in force). The message names both and how to raise the cap. Refusals of a regex, grammar or
+    schema are also a ``RegexError``/``GrammarError``/``SchemaError`` (with their position).
+    """
+
+    def __init__(self, message: str, *, limit: str = "", value: object = None) -> None:
+        self.limit = limit
+        self.value = value
+        super().__init__(message)
+
+    @staticmethod
+    def advice(limit: str, value: object) -> str:
+        """The message tail naming the cap: ``exceeds Limits.X=V; raise it with ...``."""
+        return f"exceeds Limits.{limit}={value}; raise it with logitgate.using_limits({limit}=...)"
+
+    @classmethod
+    def exceeded(cls, limit: str, value: object, what: str) -> "LimitError":
+        """``LimitError("<what>: exceeds Limits.<limit>=<value>; raise it with ...")``."""
+        return cls(f"{what}: {cls.advice(limit, value)}", limit=limit, value=value)
+
+    def __reduce__(self) -> tuple:
+        return (_restore_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore_error(cls: type, args: tuple, state: dict) -> BaseException:
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+class RegexLimitError(LimitError, RegexError):
+    """A regex beyond a cap (e.g. a repetition bound over ``Limits.max_regex_repeat``), with its offset."""
+
+    def __init__(self, reason: str, pattern: str | None = None, offset: int | None = None, *,
+                 limit: str = "", value: object = None) -> None:
+        self.limit = limit
+        self.value = value
+        RegexError.__init__(self, f"{reason}: {LimitError.advice(limit, value)}" if limit else reason, pattern, offset)
+
+
+class GrammarLimitError(LimitError, GrammarError):
+    """A grammar beyond a cap (rules, repetition counts, lexer states), with line/column when known."""
+
+    def __init__(self, reason: str, *, limit: str = "", value: object = None, line: int | None = None,
+                 column: int | None = None, source_line: str | None = None, rule: str | None = None) -> None:
+        self.limit = limit
+        self.value = value
+        GrammarError.__init__(self, f"{reason}: {LimitError.advice(limit, value)}" if limit else reason,
+                              line=line, column=column, source_line=source_line, rule=rule)
+
+
+class SchemaLimitError(LimitError, SchemaError):
+    """A JSON schema beyond a cap (depth, size, lexer states), with the JSON pointer when known."""
+
+    def __init__(self, reason: str, *, limit: str = "", value: object = None, pointer: str | None = None) -> None:
+        self.limit = limit
+        self.value = value
+        SchemaError.__init__(self, f"{reason}: {LimitError.advice(limit, value)}" if limit else reason,
+                             pointer=pointer)

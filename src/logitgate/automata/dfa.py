@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import LimitError
 from ..kernels.automata_kernels import (
     bfs_order,
     column_classes,
@@ -128,35 +128,39 @@ def regex_dfa(node: Node, **kw: int) -> ByteDFA:
     return build_dfa([node], **kw)
 
 
-def build_dfa(nodes: Sequence[Node], *, max_states: int = 100_000) -> ByteDFA:
+def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: str = "max_dfa_states") -> ByteDFA:
     """One minimal DFA recognising each of ``nodes`` (pattern ``k`` is ``nodes[k]``).
 
-    Raises :class:`~logitgate.errors.CompileError` when determinisation needs more than
-    ``max_states`` states (character-level subsets, or byte states after UTF-8 expansion), or the
-    expanded regex has more than ``10 * max_states`` character positions; pass a larger
-    ``max_states`` to allow it.
+    Raises :class:`~logitgate.errors.LimitError` (cap ``limit``, a :class:`~logitgate.Limits`
+    field) when determinisation needs more than ``max_states`` states (character-level subsets, or
+    byte states after UTF-8 expansion), or the expanded regex has more than ``10 * max_states``
+    character positions. ``max_states`` defaults to ``get_limits().max_dfa_states``. Checks the
+    compile deadline between steps.
     """
+    from ..limits import check_deadline, get_limits
+
+    if max_states is None:
+        max_states = getattr(get_limits(), limit)
     nodes = list(nodes)
     if not nodes:
         return _empty_dfa(0)
-    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
-    table, accepting = _determinize(nfa, max_states)
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit)
+    check_deadline("regex NFA built")
+    table, accepting = _determinize(nfa, max_states, limit)
+    check_deadline("regex determinised")
     minimal = _minimize_chars(table, accepting)
     if minimal is None:
         return _empty_dfa(len(nodes))
     table, accepting = minimal
-    columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states)
+    columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states, limit)
     return _canonical(columns, byte_column, accepting)
 
 
-def _too_many_states(max_states: int) -> CompileError:
-    return CompileError(
-        f"regex DFA exceeds max_states={max_states} states during determinisation; "
-        f"pass a larger max_states= to build_dfa()/regex_dfa() to allow it"
-    )
+def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitError:
+    return LimitError.exceeded(limit, max_states, f"regex DFA over max_states={max_states} states during determinisation")
 
 
-def _determinize(nfa: PositionNFA, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states") -> tuple[np.ndarray, np.ndarray]:
     """Subset construction over atoms (numba kernel). Returns ``(table, accepting)``: int32
     ``[n, n_atoms]`` (``-1``: no move) and bool ``[n, n_patterns]``; state 0 is the start set."""
     atoms = nfa.atoms
@@ -177,7 +181,7 @@ def _determinize(nfa: PositionNFA, max_states: int) -> tuple[np.ndarray, np.ndar
         max_states,
     )
     if status:
-        raise _too_many_states(max_states)
+        raise _too_many_states(max_states, limit)
     return table, accepting
 
 
@@ -224,7 +228,7 @@ def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarr
 
 
 def _expand(
-    table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition, max_states: int
+    table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition, max_states: int, limit: str = "max_dfa_states"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Minimal character-level DFA -> minimal byte DFA (see the module docstring, step 4).
 
@@ -255,7 +259,7 @@ def _expand(
         mid = np.zeros((0, 64), np.int32)
     n = m + mid.shape[0]
     if n > max_states:
-        raise _too_many_states(max_states)
+        raise _too_many_states(max_states, limit)
     # the table over "columns": the ASCII atoms, then continuation bytes, lead bytes, and "none"
     ascii_atoms, _, ascii_col = group_ints(ascii_atom)
     if ascii_atoms[0] < 0:  # bytes in no atom use the last column (never a move)

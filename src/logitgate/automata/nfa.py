@@ -21,7 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import LimitError
+from ..limits import check_deadline
 from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
 from .utf8 import normalize_ranges
 
@@ -53,6 +54,8 @@ class _Glushkov:
     def __init__(self, offset: int, max_positions: int | None) -> None:
         self.offset = offset
         self.max_positions = max_positions
+        self.limit = "max_dfa_states"  # the cap named when positions run out
+        self._reserved = 0
         self.classes: list[Ranges] = []  # distinct normalized classes
         self.class_index: dict[Ranges, int] = {}  # raw ranges -> index into classes (-1: empty)
         self.position_class: list[int] = []
@@ -91,11 +94,13 @@ class _Glushkov:
         """The state id of the next position, after checking that ``count`` more fit."""
         n = len(self.position_class)
         if self.max_positions is not None and n + count > self.max_positions:
-            raise CompileError(
-                f"regex too large: more than {self.max_positions} character positions after "
-                f"expanding counted repetition (limit derived from max_states); pass a larger "
-                f"max_states= to raise it"
-            )
+            states = self.max_positions // 10
+            raise LimitError.exceeded(self.limit, states,
+                                      f"regex too large: more than {self.max_positions} character positions after "
+                                      f"expanding counted repetition (10 per state of max_states={states})")
+        self._reserved += 1
+        if not self._reserved & 255:
+            check_deadline("building the regex NFA")
         return n + self.offset
 
     def chain(self, items: Sequence[CharClass]) -> _Frag:
@@ -394,14 +399,16 @@ def _csr(lists: list[list[int]], skip: int = 0) -> tuple[np.ndarray, np.ndarray]
     return offsets, flat
 
 
-def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None) -> PositionNFA:
+def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit: str = "max_dfa_states") -> PositionNFA:
     """Build the position NFA recognising each of ``nodes`` (pattern ``k`` = ``nodes[k]``).
 
     ``max_positions`` caps the number of character positions after expanding counted repetition;
-    exceeding it raises :class:`~logitgate.errors.CompileError`.
+    exceeding it raises :class:`~logitgate.errors.LimitError` naming ``limit`` (the states cap the
+    positions cap derives from).
     """
     k_patterns = len(nodes)
     g = _Glushkov(k_patterns, max_positions)
+    g.limit = limit
     start: list[int] = []
     for k, node in enumerate(nodes):
         frag = g.build(node)

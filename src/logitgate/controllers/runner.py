@@ -74,6 +74,9 @@ class Limits:
     max_variables_bytes: int = 64 << 20
     """The request's shared variables, names and values together; a ``set``/``append`` past it
     raises ``ControllerError`` in the controller that made it."""
+    max_run_seconds: float | None = 300.0
+    """Wall time of a whole run (every call limit holds, but 64 sequences x many steps add up);
+    past it every live sequence ends with an error naming this limit. None: no limit."""
 
 
 @dataclass
@@ -447,6 +450,10 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         while True:
             live = [s for s in seqs if s.done is None]
             if not live:
+                break
+            if limits.max_run_seconds is not None and time.perf_counter() - t_start > limits.max_run_seconds:
+                for s in live:
+                    end(s, "error", f"the run took over Limits.max_run_seconds={limits.max_run_seconds:g} s")
                 break
             steps += 1
             # pre_process where no chain gave it (a sequence suspended last round)

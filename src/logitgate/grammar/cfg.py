@@ -19,14 +19,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from ..errors import GrammarError, GrammarWarning
+from ..errors import GrammarError, GrammarLimitError, GrammarWarning
+from ..limits import check_deadline, get_limits
 from ..regex.ast import CharClass, Concat, Node
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
 
 __all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node"]
 
 MAX_RULES = 200_000
-"""Largest number of BNF productions a grammar may lower to (repetition counts multiply)."""
+"""Default largest number of BNF productions a grammar may lower to (repetition counts multiply);
+the cap in force is ``get_limits().max_grammar_rules``."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,10 @@ class _Lowering:
         self.prods: dict[int, list[list[tuple[str, int]]]] = {}  # nt -> alternatives of ("t"|"n", idx)
         self.fresh = 0
         self.n_prods = 0
+        self.n_syms = 0
+        lim = get_limits()
+        self.max_rules = lim.max_grammar_rules  # MAX_RULES unless configured
+        self.max_syms = lim.max_grammar_symbols
 
     # -- errors -----------------------------------------------------------------------------
     def error(self, reason: str, rule: str | None = None, line: int | None = None, column: int | None = None) -> GrammarError:
@@ -133,11 +139,22 @@ class _Lowering:
         self.fresh += 1
         return self.nt(f"{base}#{self.fresh}")
 
+    def grow(self, n_symbols: int) -> None:
+        """Count ``n_symbols`` more right-hand-side symbols (before building them)."""
+        self.n_syms += n_symbols
+        if self.n_syms > self.max_syms:
+            raise GrammarLimitError(f"the grammar expands to more than {self.max_syms} symbols in its productions "
+                                    f"(repetition counts too large?)", limit="max_grammar_symbols", value=self.max_syms)
+
     def add(self, nt: int, alt: list[tuple[str, int]]) -> None:
+        self.grow(len(alt) + 1)
         self.prods.setdefault(nt, []).append(alt)
         self.n_prods += 1
-        if self.n_prods > MAX_RULES:
-            raise self.error(f"the grammar expands to more than {MAX_RULES} productions (repetition counts too large?)")
+        if self.n_prods > self.max_rules:
+            raise GrammarLimitError(f"the grammar expands to more than {self.max_rules} productions "
+                                    f"(repetition counts too large?)", limit="max_grammar_rules", value=self.max_rules)
+        if not self.n_prods & 1023:
+            check_deadline("lowering the grammar")
 
     # -- expressions ----------------------------------------------------------------------------
     def alternatives(self, e: Expr, owner: str) -> list[list[tuple[str, int]]]:
@@ -194,6 +211,7 @@ class _Lowering:
                 self.add(n, alt)
             unit = [("n", n)]
         out: list[tuple[str, int]] = []
+        self.grow(e.min * len(unit))  # nested counts multiply: refuse before building
         for _ in range(e.min):
             out.extend(unit)
         if e.max is None:

@@ -16,16 +16,18 @@ import numpy as np
 
 from ..kernels import earley_kernels as ek
 from ..kernels import trie_kernels
+from ..limits import check_deadline, get_limits
 from .cfg import CFG
 from .lexer import LexerTables, build_lexer
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
 MASK_CACHE_BYTES = 256 * 2**20
-"""Memory a compiled grammar may spend on memoised masks (least recently used are dropped)."""
+"""Default memory a compiled grammar may spend on memoised masks (least recently used are dropped);
+the cap in force when the engine is built: ``get_limits().mask_cache_bytes``."""
 
 MAX_FORCED_BYTES = 1024
-"""Longest jump-forward string ``forced_bytes`` returns in one call."""
+"""Default longest jump-forward string ``forced_bytes`` returns in one call (``get_limits().max_forced_bytes``)."""
 
 MERGE_LIMIT = 8192
 """Boundary groups whose subtrees hold more trie nodes than this (or beyond four times this in
@@ -57,6 +59,7 @@ class ParserTables:
             dr_next.append(-1)
             dr_lhs.extend([lhs] * (len(rhs) + 1))
         preds: list[list[int]] = [[] for _ in range(n_nt)]
+        check_deadline("building the parser tables")
         for r, (lhs, _) in enumerate(cfg.rules):
             preds[lhs].append(base[r])
         # nullable nonterminals: a worklist over "symbols of the rule not yet known nullable"
@@ -208,6 +211,9 @@ class CFGEngine:
     def __init__(self, cfg: CFG, trie, vocab_words: int, eos_mask: np.ndarray,
                  lexer: LexerTables | None = None) -> None:
         self.cfg = cfg
+        lim = get_limits()  # runtime caps are fixed when the engine is built
+        self.mask_cache_bytes = lim.mask_cache_bytes
+        self.max_forced_bytes = lim.max_forced_bytes
         self.lexer: LexerTables = lexer if lexer is not None else build_lexer(cfg)
         self.tables = ParserTables(cfg)
         self.trie = trie
@@ -285,7 +291,7 @@ class CFGEngine:
         with self._lock:
             self._masks[key] = words
             self._mask_bytes += words.nbytes
-            while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
+            while self._mask_bytes > self.mask_cache_bytes and len(self._masks) > 1:
                 _, old = self._masks.popitem(last=False)
                 self._mask_bytes -= old.nbytes
         return words
@@ -371,7 +377,7 @@ class CFGEngine:
         with self._lock:
             self._partial[key] = hit
             self._partial_bytes += _entry_bytes(hit)
-            while self._partial_bytes > MASK_CACHE_BYTES // 2 and len(self._partial) > 1:
+            while self._partial_bytes > self.mask_cache_bytes // 2 and len(self._partial) > 1:
                 _, old = self._partial.popitem(last=False)
                 self._partial_bytes -= _entry_bytes(old)
         return hit
@@ -497,7 +503,8 @@ class ParseState:
         probe = self.copy()
         out = bytearray()
         one = np.zeros(1, np.uint8)
-        while len(out) < MAX_FORCED_BYTES and not probe.eos_allowed():
+        cap = self.engine.max_forced_bytes
+        while len(out) < cap and not probe.eos_allowed():
             nxt = probe.allowed_bytes()
             if len(nxt) != 1:
                 break

@@ -36,7 +36,8 @@ import bisect
 import re
 import warnings
 
-from ..errors import GrammarError, GrammarWarning
+from ..errors import GrammarError, GrammarLimitError, GrammarWarning
+from ..limits import get_limits
 from ..regex import charsets
 from ..regex.ast import CharClass
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, RuleDef, Rx, Seq
@@ -44,7 +45,7 @@ from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, RuleDef, Rx, Seq
 __all__ = ["parse_gbnf", "MAX_REPEAT"]
 
 MAX_REPEAT = 10000
-"""Largest count accepted in ``{m,n}``."""
+"""Default largest count accepted in ``{m,n}`` (the cap in force: ``get_limits().max_gbnf_repeat``)."""
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -359,9 +360,12 @@ class _Parser:
         digits = self.text[at : self.pos]
         if not digits:
             raise self.error(f"expected a number in the repetition, found {self.describe(at)}", at)
-        if len(digits) > 5 or int(digits) > MAX_REPEAT:
+        cap = get_limits().max_gbnf_repeat  # MAX_REPEAT unless configured
+        if len(digits) > len(str(cap)) or int(digits) > cap:
             shown = digits if len(digits) <= 20 else digits[:20] + "..."
-            raise self.error(f"repetition count {shown} exceeds the limit of {MAX_REPEAT}", at)
+            e = GrammarError.at("", self.text, at)
+            raise GrammarLimitError(f"repetition count {shown} exceeds the limit of {cap}", limit="max_gbnf_repeat",
+                                    value=cap, line=e.line, column=e.column, source_line=e.source_line, rule=self.rule)
         return int(digits)
 
     def repetition(self, item: Expr, nested: bool) -> Expr:

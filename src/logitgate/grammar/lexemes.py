@@ -22,6 +22,7 @@ import numpy as np
 from ..regex.ast import Alt as RAlt
 from ..regex.ast import Concat, Node, Repeat
 from ..regex.ast import Empty as REmpty
+from ..limits import check_deadline
 from .cfg import CFG, literal_node, lower
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
 from .lexer import LexerTables, build_lexer
@@ -44,18 +45,27 @@ def _refs(e: Expr) -> set[str]:
     return set()
 
 
+MAX_INLINE_DEPTH = 64
+"""Longest chain of rule references inlined into one lexeme; a rule deeper than that stays a
+grammar rule (same language, parsed instead of lexed), so a chain of thousands of rules is not
+one regex nested thousands deep."""
+
+
 def _regular_rules(ir: GrammarIR) -> set[str]:
-    """Rules whose language is regular by construction: no recursion, only regular references."""
+    """Rules whose language is regular by construction: no recursion, only regular references,
+    and at most ``MAX_INLINE_DEPTH`` rules deep."""
     deps = {name: _refs(r.body) for name, r in ir.rules.items()}
-    regular: set[str] = set()
+    depth: dict[str, int] = {}
     changed = True
     while changed:
         changed = False
         for name, ds in deps.items():
-            if name not in regular and all(d in regular or d in ir.terminals for d in ds):
-                regular.add(name)
-                changed = True
-    return regular
+            if name not in depth and all(d in depth or d in ir.terminals for d in ds):
+                d = 1 + max((depth[r] for r in ds if r in depth), default=0)
+                if d <= MAX_INLINE_DEPTH:
+                    depth[name] = d
+                    changed = True
+    return set(depth)
 
 
 def _to_regex(e: Expr, ir: GrammarIR) -> Node:
@@ -299,10 +309,12 @@ def greedy_conflicts(cfg: CFG, lexer: LexerTables) -> set[int]:
             co[np.ix_(idx, idx)] = True
     # terminals that can match the same text at the same position are scanned together, so what
     # follows either can be expected together too: close co under that (fixpoint)
-    overlap = (acc.T.astype(np.int64) @ acc.astype(np.int64)) > 0
+    accf = acc.astype(np.float32)  # a BLAS product: counts stay exact far beyond any state cap (2**24)
+    overlap = (accf.T @ accf) > 0
     fol = [np.asarray(sorted(f), dtype=np.int64) for f in follow]
     changed = True
     while changed:
+        check_deadline("greedy-lexing analysis")
         changed = False
         for z1, z2 in zip(*np.nonzero(co & overlap & ~np.eye(t, dtype=bool))):
             a, b = fol[z1], fol[z2]
@@ -390,6 +402,7 @@ def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CF
     as_rules: set[str] = set()
     demoted: set[tuple] = set()
     for _ in range(MAX_ROUNDS):
+        check_deadline("merging lexemes")
         cand, origin = _build(ir, as_rules, demoted)
         cfg = lower(cand, warn=False)
         lexer = build_lexer(cfg)

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..automata import build_dfa
-from ..errors import CompileError, GrammarError
+from ..errors import GrammarError, GrammarLimitError, LimitError
+from ..limits import check_deadline, get_limits
 from .cfg import CFG
 
 __all__ = ["LexerTables", "build_lexer", "MAX_LEXER_STATES"]
 
 MAX_LEXER_STATES = 200_000
-"""Largest lexer DFA (all terminals together) a grammar may compile to."""
+"""Default largest lexer DFA (all terminals together) a grammar may compile to (the cap in force:
+``get_limits().max_lexer_states``)."""
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -51,18 +53,19 @@ class LexerTables:
 
 
 def bits_of(flags: np.ndarray, n_words: int) -> np.ndarray:
-    """Pack a bool matrix ``[rows, n_terms]`` (or a vector) into uint64 words."""
+    """Pack a bool matrix ``[rows, n_terms]`` (or a vector) into uint64 words (bit ``k % 64`` of
+    word ``k // 64`` = column ``k``); packs bytes directly, so memory stays at the output's size."""
     flags = np.atleast_2d(np.asarray(flags, dtype=bool))
-    padded = np.zeros((flags.shape[0], n_words * 64), dtype=bool)
-    padded[:, : flags.shape[1]] = flags
-    weights = (np.uint64(1) << np.arange(64, dtype=np.uint64)).astype(np.uint64)
-    out = (padded.reshape(flags.shape[0], n_words, 64).astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
-    return out.astype(np.uint64)
+    packed = np.packbits(flags, axis=1, bitorder="little")
+    out = np.zeros((flags.shape[0], n_words * 8), dtype=np.uint8)
+    out[:, : packed.shape[1]] = packed
+    return out.view("<u8").astype(np.uint64)
 
 
-def build_lexer(cfg: CFG, max_states: int = 0) -> LexerTables:
+def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") -> LexerTables:
     """Build the lexer DFA and its tables for ``cfg``'s terminals (at most ``max_states`` states,
-    default ``MAX_LEXER_STATES``; beyond it a GrammarError says the lexer is too large)."""
+    default the cap ``limit`` of ``get_limits()``; beyond it a ``GrammarLimitError`` naming that cap
+    says the grammar's terminals need too large a lexer)."""
     terms = cfg.terminals
     n_t = len(terms)
     n_words = max(1, (n_t + 63) // 64)
@@ -74,10 +77,15 @@ def build_lexer(cfg: CFG, max_states: int = 0) -> LexerTables:
                            ignore_bits=_ro(np.zeros(n_words, np.uint64)),
                            rank=_ro(np.zeros(n_words * 64, np.int64)),
                            mode=1 if cfg.lex_mode == "global" else 0, has_lazy=False)
+    cap = max_states or getattr(get_limits(), limit)
+    check_deadline("building the lexer")
     try:
-        dfa = build_dfa([t.node for t in terms], max_states=max_states or MAX_LEXER_STATES)
-    except CompileError as e:
-        raise GrammarError(f"the grammar's terminals need too large a lexer: {e}") from e
+        dfa = build_dfa([t.node for t in terms], max_states=cap, limit=limit)
+    except LimitError as e:
+        if e.limit != limit:  # the deadline
+            raise
+        raise GrammarLimitError(f"the grammar's terminals need too large a lexer (more than {cap} states)",
+                                limit=limit, value=cap) from None
     if dfa.start < 0:
         raise GrammarError("no terminal of the grammar matches any string")
     trans = np.asarray(dfa.transitions, dtype=np.int32)

@@ -6,18 +6,33 @@ regex fails here with its offset. ``logitgate.compile(grammar, tokenizer)`` turn
 """
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 
-from ..errors import RegexError
+from ..errors import GrammarLimitError, RegexError, RegexLimitError, SchemaLimitError
+from ..limits import check_source_size, compile_deadline, deep_recursion, get_limits
 from ..regex.ast import Node
 from .ir import GrammarIR
 
 __all__ = ["Grammar"]
 
 _ALLOWED_RE_FLAGS = re.IGNORECASE | re.DOTALL | re.VERBOSE | re.ASCII | re.MULTILINE | re.UNICODE
+
+
+@contextlib.contextmanager
+def _no_recursion_error(what: str) -> Iterator[None]:
+    """Turn a RecursionError of a recursive front end into a GrammarError (a backstop: inputs
+    nested this deeply are refused, never a crash)."""
+    try:
+        yield
+    except RecursionError:
+        from ..errors import GrammarError
+
+        raise GrammarError(f"the {what} nests too deeply to compile (rules or groups within each other, "
+                           f"or a long chain of rules each referring to the next)") from None
 
 
 @dataclass(frozen=True)
@@ -50,7 +65,9 @@ class Grammar:
             raise RegexError(f"a regex must be a str, not {type(pattern).__name__}")
         from ..regex.parser import parse
 
-        tree = parse(pattern, int(flags))
+        check_source_size(pattern, "regex", RegexLimitError)
+        with compile_deadline():
+            tree = parse(pattern, int(flags))
         return cls("regex", pattern, int(flags), _tree=tree)
 
     @classmethod
@@ -75,8 +92,11 @@ class Grammar:
 
                 raise GrammarError(f"sub-grammar name {name!r}: in Lark, name it in UPPERCASE and declare it with "
                                    f"'%declare {name.upper()}' (Lark only lets terminals be declared)", rule=name)
-        ir = parse_lark(text, start=start, import_paths=paths, external_names=tuple(subs))
-        return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
+        if isinstance(text, str):
+            check_source_size(text, "grammar", GrammarLimitError)
+        with compile_deadline(), _no_recursion_error("grammar"):
+            ir = parse_lark(text, start=start, import_paths=paths, external_names=tuple(subs))
+            return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
 
     @classmethod
     def from_gbnf(cls, text: str, *, start: str = "root", lexing: str = "exact",
@@ -96,7 +116,10 @@ class Grammar:
         if lexing not in ("exact", "greedy"):
             raise ValueError(f"lexing must be 'exact' or 'greedy', not {lexing!r}")
         options: tuple = (("start", start),) if lexing == "exact" else (("start", start), ("lexing", lexing))
-        return cls._composed("gbnf", text, options, parse_gbnf(text, start=start), dict(subgrammars or {}))
+        if isinstance(text, str):
+            check_source_size(text, "grammar", GrammarLimitError)
+        with compile_deadline(), _no_recursion_error("grammar"):
+            return cls._composed("gbnf", text, options, parse_gbnf(text, start=start), dict(subgrammars or {}))
 
     @classmethod
     def from_yacc(cls, text: str, *, subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
@@ -107,7 +130,10 @@ class Grammar:
         and column."""
         from .yacc import parse_yacc
 
-        return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
+        if isinstance(text, str):
+            check_source_size(text, "grammar", GrammarLimitError)
+        with compile_deadline(), _no_recursion_error("grammar"):
+            return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
 
     @classmethod
     def from_json_schema(cls, schema: Any, *, whitespace: str = "compact", property_order: str = "schema",
@@ -125,34 +151,58 @@ class Grammar:
         to an over-approximation and listed in ``Grammar.relaxed``. ``registry``: documents for
         remote ``$ref``s, ``{uri: schema}``. A schema no document satisfies raises ``SchemaError``.
         """
-        from ..errors import GrammarError, SchemaError
-        from ..json_schema import MAX_JSON_LEXER_STATES, canonical_json, schema_to_ir
+        from ..json_schema import canonical_json
+
+        if isinstance(schema, (str, bytes)):
+            check_source_size(schema, "schema", SchemaLimitError)
+        lim = get_limits()
+        try:
+            # recursion per schema level is bounded by max_schema_depth (checked before any work)
+            with compile_deadline(), deep_recursion(1000 + 40 * lim.max_schema_depth):
+                loaded, tr, cfg, lexer = cls._translate_schema(schema, whitespace, property_order, strict, registry)
+                source = canonical_json(loaded.root)
+                reg = canonical_json({str(k): v for k, v in dict(registry).items()}) if registry else None
+        except RecursionError:
+            raise SchemaLimitError("the schema recurses too deeply to translate (nesting or a chain of $refs)",
+                                   limit="max_schema_depth", value=lim.max_schema_depth, pointer="") from None
+        options: tuple = (("whitespace", whitespace), ("property_order", property_order), ("strict", bool(strict)))
+        if registry:
+            options += (("registry", reg),)
+        return cls("json_schema", source, 0, options, _ir=tr.ir, _cfg=(cfg, lexer),
+                   _relaxed=tuple(tr.relaxed))
+
+    @staticmethod
+    def _translate_schema(schema: Any, whitespace: str, property_order: str, strict: bool, registry: Any) -> tuple:
+        """``(loaded, translation, cfg, lexer)``, relaxing string constraints level by level while
+        the lexer is over ``Limits.max_json_lexer_states``."""
+        from ..errors import GrammarError, LimitError, SchemaError, SchemaLimitError
+        from ..json_schema import schema_to_ir
+        from ..json_schema.translate import MAX_LEVEL
         from .cfg import lower
         from .lexer import build_lexer
-
-        from ..json_schema.translate import MAX_LEVEL
 
         for level in range(MAX_LEVEL + 1):
             loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
                                       registry=registry, level=level)
             try:
                 cfg = lower(tr.ir, warn=False)
+            except LimitError:
+                raise
             except GrammarError as e:
                 if "language is empty" in e.reason:
                     raise SchemaError("no JSON document satisfies this schema", pointer="") from None
                 raise
             try:
-                lexer = build_lexer(cfg, MAX_JSON_LEXER_STATES)
-                break
-            except GrammarError as e:
-                if "too large a lexer" not in e.reason or level == MAX_LEVEL:
-                    raise SchemaError(f"the schema's string and number constraints need too large a lexer "
-                                      f"({e.reason})") from None
-        options: tuple = (("whitespace", whitespace), ("property_order", property_order), ("strict", bool(strict)))
-        if registry:
-            options += (("registry", canonical_json({str(k): v for k, v in dict(registry).items()})),)
-        return cls("json_schema", canonical_json(loaded.root), 0, options, _ir=tr.ir, _cfg=(cfg, lexer),
-                   _relaxed=tuple(tr.relaxed))
+                return loaded, tr, cfg, build_lexer(cfg, limit="max_json_lexer_states")
+            except LimitError as e:
+                if e.limit != "max_json_lexer_states" or level < MAX_LEVEL:
+                    if e.limit != "max_json_lexer_states":
+                        raise
+                    continue
+                raise SchemaLimitError("the schema's string and number constraints need too large a lexer "
+                                       f"(more than {e.value} states, even with every relaxation level)",
+                                       limit=e.limit, value=e.value, pointer="") from None
+        raise AssertionError("unreachable")
 
     @classmethod
     def json(cls, *, whitespace: str = "compact") -> "Grammar":

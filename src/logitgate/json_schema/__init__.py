@@ -38,6 +38,42 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def check_schema_shape(schema: Any) -> None:
+    """Refuse a schema document nested deeper than ``Limits.max_schema_depth`` (objects and arrays)
+    or larger than ``Limits.max_source_bytes`` as compact JSON (escapes not counted); iterative, so
+    any depth is measured safely. Raises ``SchemaLimitError`` with the pointer of the deepest part."""
+    from ..errors import SchemaLimitError
+    from ..limits import get_limits
+    from .loader import escape_pointer
+
+    lim = get_limits()
+    size = 0
+    stack: list[tuple[Any, int, tuple]] = [(schema, 1, ())]
+    while stack:
+        v, depth, path = stack.pop()
+        if isinstance(v, dict):
+            if depth > lim.max_schema_depth:
+                ptr = "".join("/" + escape_pointer(str(p)) for p in path)
+                raise SchemaLimitError(f"the schema nests objects and arrays {depth} deep", limit="max_schema_depth",
+                                       value=lim.max_schema_depth, pointer=ptr)
+            size += 2 + len(v)
+            for k, x in v.items():
+                size += len(k) + 3 if isinstance(k, str) else 8
+                stack.append((x, depth + 1, path + (k,) if depth <= 64 else path))
+        elif isinstance(v, list):
+            if depth > lim.max_schema_depth:
+                ptr = "".join("/" + escape_pointer(str(p)) for p in path)
+                raise SchemaLimitError(f"the schema nests objects and arrays {depth} deep", limit="max_schema_depth",
+                                       value=lim.max_schema_depth, pointer=ptr)
+            size += 2 + len(v)
+            stack.extend((x, depth + 1, path + (i,) if depth <= 64 else path) for i, x in enumerate(v))
+        else:
+            size += len(v) + 2 if isinstance(v, str) else 5
+        if size > lim.max_source_bytes:
+            raise SchemaLimitError(f"the schema is over {lim.max_source_bytes} bytes as JSON", limit="max_source_bytes",
+                                   value=lim.max_source_bytes, pointer="")
+
+
 def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: str = "schema", strict: bool = True,
                  registry: Any = None, level: int = 0) -> tuple[Any, Translation]:
     """``(loaded schema, translation)`` for the given options (raises SchemaError); ``level``: see
@@ -47,5 +83,9 @@ def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: st
     if property_order not in PROPERTY_ORDERS:
         raise ValueError(f"property_order must be one of {', '.join(map(repr, PROPERTY_ORDERS))}, "
                          f"not {property_order!r}")
+    if isinstance(schema, (dict, list)):
+        check_schema_shape(schema)
     loaded = load(schema, registry)
+    if not isinstance(schema, (dict, list)):  # a JSON text or a Pydantic model: check what it gave
+        check_schema_shape(loaded.root)
     return loaded, build_ir(loaded, whitespace=whitespace, property_order=property_order, strict=strict, level=level)

@@ -42,7 +42,7 @@ from .._cachedir import cached_json
 from ..errors import RegexError
 from ..regex import charsets
 from ..regex.ast import Alt, CharClass, Concat, Empty, Node, Repeat
-from ..regex.parser import MAX_REPEAT
+from ..limits import get_limits
 
 __all__ = ["ecma_to_python", "pattern_node"]
 
@@ -285,9 +285,11 @@ class _Parser:
         return _Repeat(atom, lo, hi, lazy)
 
     def bound(self, digits: str, start: int) -> int:
-        value = int(digits) if len(digits) <= 9 else MAX_REPEAT + 1
-        if value > MAX_REPEAT:
-            raise self.error(f"repetition bound {digits[:12]} exceeds MAX_REPEAT = {MAX_REPEAT}", start)
+        cap = get_limits().max_regex_repeat  # MAX_REPEAT unless configured
+        value = int(digits) if len(digits) <= 9 else cap + 1
+        if value > cap:
+            raise self.error(f"repetition bound {digits[:12]} exceeds MAX_REPEAT = {cap} "
+                             f"(Limits.max_regex_repeat)", start)
         return value
 
     # -- groups ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..errors import RegexError, SchemaError
+from ..limits import check_deadline
 from ..grammar.cfg import literal_node
 from ..grammar.ir import (
     Alt,
@@ -193,6 +194,9 @@ class Translator:
         self._counter = itertools.count()
         self._dfa_cache: dict[Node, Any] = {}
         self._skip_conditionals = False
+        self._ref_only: dict[tuple, dict] = {}
+        """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
+        such subschema, so that a ``$ref`` cycle through it is recognised."""
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -320,6 +324,7 @@ class Translator:
         return Ref(name)
 
     def _value_body(self, conj: tuple[Sub, ...], depth: int) -> Expr:
+        check_deadline("translating the schema")
         alts = []
         for branch in self.expand(list(conj)):
             e = self.typed(branch, depth)
@@ -356,6 +361,9 @@ class Translator:
         while todo:
             item = todo.pop(0)
             steps += 1
+            if steps > 20_000:
+                raise SchemaError("the schema's combinators expand too far (an allOf/$ref loop?)",
+                                  pointer=done[-1].pointer if done else "")
             if isinstance(item, _BranchSet):
                 for option in item.options:
                     members = option.members if isinstance(option, _Group) else [option]
@@ -379,7 +387,8 @@ class Translator:
             if not isinstance(s, dict):
                 raise SchemaError(f"a schema must be an object or a boolean, not {type(s).__name__}",
                                   pointer=sub.pointer)
-            if any(sub.key == d.key for d in done):
+            stand_in = self._ref_only.get(sub.key)
+            if any(sub.key == d.key or (stand_in is not None and d.schema is stand_in) for d in done):
                 continue  # the same subschema twice (a $ref cycle through allOf): once is enough
             scope = sub.scope
             sub = self._enter(sub)
@@ -391,7 +400,7 @@ class Translator:
                     continue
                 extra.append(self._deref(sub, kw))
                 if sub.draft in ("draft4", "draft6", "draft7") and kw == "$ref":
-                    s = {}  # before 2019-09, keywords beside $ref are ignored
+                    s = self._ref_only.setdefault(sub.key, {})  # before 2019-09, keywords beside $ref are ignored
                     sub = Sub(s, sub.resolver, sub.pointer, sub.draft, sub.scope)
                     break
             for i, member in enumerate(_list(s["allOf"], sub, "allOf") if "allOf" in s else ()):
@@ -647,6 +656,10 @@ class Translator:
             return NEVER if node is NEVER else self.term(node, "STRING")
         if t == "number":
             node = self.number_language(conj, nots, integer)
+            if node is not NEVER and integer and any(sub.draft == "draft4" for sub in conj):
+                from .numbers import PLAIN_INTEGER  # draft 4: 3.0 is a number but not an integer
+
+                node = self.boolean("intersect", [node, PLAIN_INTEGER], conj[0].pointer, "draft-4 integer") or node
             return NEVER if node is NEVER else self.term(node, "INTEGER" if integer else "NUMBER")
         if t == "object":
             from .objects import object_expr
@@ -827,7 +840,7 @@ class Translator:
                 parts.append(string_node(length_node(lo_i, hi_i)))
         if not self.string_constraints and ("pattern" in s or "format" in s):
             self.unsupported(sub.pointer, "pattern/format not enforced: together with the schema's other string "
-                             "constraints they need too large a lexer")
+                             "constraints they need too large a lexer (over Limits.max_json_lexer_states)")
             return parts
         pat = s.get("pattern")
         if pat is not None:
@@ -950,7 +963,10 @@ class Translator:
             if lang is NEVER:
                 return NEVER
             node = lits[0] if len(lits) == 1 else RxAlt(tuple(lits))
-            both = self.boolean("intersect", [node, lang], conj[0].pointer if conj else "", "enum/const")
+            # every literal is a valid string: intersecting with the unconstrained language would
+            # only cost time (a 50k-value enum)
+            both = None if t == "string" and lang == _any_string() else \
+                self.boolean("intersect", [node, lang], conj[0].pointer if conj else "", "enum/const")
             if both is not None:
                 node = both
                 if _known_empty(node):
@@ -1069,16 +1085,46 @@ def types_and_consts(plain: list[Sub]) -> tuple[set[str], list[Any] | None]:
         for kw in ("const", "enum"):
             if kw in b.schema:
                 vals = [b.schema["const"]] if kw == "const" else _list(b.schema["enum"], b, "enum")
-                consts = vals if consts is None else [v for v in consts if any(_json_equal(v, w) for w in vals)]
+                consts = vals if consts is None else _keep_in(consts, vals)
     return types, consts
 
 
+@functools.lru_cache(maxsize=1)
+def _any_string() -> Node:
+    from .strings import any_string_node
+
+    return any_string_node()
+
+
+def _json_key(v: Any) -> Any:
+    """A hashable key equal for exactly the values :func:`_json_equal` calls equal."""
+    if isinstance(v, bool) or v is None:
+        return ("c", v)
+    if isinstance(v, (int, Decimal)):
+        return ("n", Decimal(v))
+    if isinstance(v, dict):
+        return ("o", tuple(sorted((k, _json_key(x)) for k, x in v.items())))
+    if isinstance(v, list):
+        return ("a", tuple(_json_key(x) for x in v))
+    return (type(v).__name__, v)
+
+
 def _dedupe(vals: list[Any]) -> list[Any]:
+    """``vals`` without repeats (JSON equality), in first-seen order; linear time."""
+    seen: set[Any] = set()
     out: list[Any] = []
     for v in vals:
-        if not any(_json_equal(v, w) for w in out):
+        k = _json_key(v)
+        if k not in seen:
+            seen.add(k)
             out.append(v)
     return out
+
+
+def _keep_in(vals: list[Any], allowed: list[Any]) -> list[Any]:
+    """The members of ``vals`` JSON-equal to some member of ``allowed`` (linear time)."""
+    keys = {_json_key(w) for w in allowed}
+    return [v for v in vals if _json_key(v) in keys]
 
 
 def _type_set(s: Any) -> set[str] | None:

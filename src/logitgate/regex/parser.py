@@ -61,15 +61,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from logitgate.errors import RegexError
+from logitgate.errors import RegexError, RegexLimitError
+from logitgate.limits import get_limits
 from logitgate.regex import charsets
 from logitgate.regex.ast import Alt, CharClass, Concat, Empty, Group, Node, Repeat
 
 __all__ = ["parse", "MAX_REPEAT"]
 
 MAX_REPEAT = 1000
-"""Largest repetition bound accepted in ``{m}``, ``{m,}``, ``{m,n}`` (larger ones would blow up the
-automaton; ``re`` itself allows up to 2**32 - 2)."""
+"""Default largest repetition bound accepted in ``{m}``, ``{m,}``, ``{m,n}`` (larger ones would blow up
+the automaton; ``re`` itself allows up to 2**32 - 2); the cap in force is
+``logitgate.get_limits().max_regex_repeat``."""
 
 # re flag bits
 _I = int(re.IGNORECASE)
@@ -406,13 +408,13 @@ class _Parser:
         seq[-1] = _Repeat(lo, hi, item)
 
     def bound(self, digits: str, text: str, start: int) -> int:
-        value = int(digits) if len(digits) <= 9 else MAX_REPEAT + 1
-        if value > MAX_REPEAT:
+        cap = get_limits().max_regex_repeat  # MAX_REPEAT unless configured
+        value = int(digits) if len(digits) <= 9 else cap + 1
+        if value > cap:
             shown = digits if len(digits) <= 12 else digits[:12] + "..."
-            raise self.error(
-                f"repetition bound {shown} in {text if len(text) <= 24 else text[:24] + '...'} "
-                f"exceeds MAX_REPEAT = {MAX_REPEAT}",
-                start,
+            raise RegexLimitError(
+                f"repetition bound {shown} in {text if len(text) <= 24 else text[:24] + '...'} is above MAX_REPEAT",
+                self.s, start, limit="max_regex_repeat", value=cap,
             )
         return value
 

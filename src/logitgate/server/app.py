@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import LogitgateError
+from ..limits import Limits, using_limits
 from . import openai_api as api
 from .engine import SHUTTING_DOWN, EngineFull
 from .openai_api import APIError
@@ -40,6 +41,8 @@ __all__ = ["create_app"]
 log = logging.getLogger("logitgate.server")
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
+DEFAULT_LIMITS = Limits(max_compile_seconds=10.0)
+"""The compile caps of a request's constraint: logitgate's defaults, with a 10 s compile deadline."""
 _MODULE_ID = re.compile(r"[0-9a-f]{64}")
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -112,6 +115,8 @@ class _State:
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_lock: threading.Lock = field(default_factory=threading.Lock)
     """Held by the thread of the ``/v1/run`` in progress: one controller run at a time."""
+    limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+    """The compile caps of requests' constraints."""
 
     @property
     def model_name(self) -> str:
@@ -155,7 +160,8 @@ async def _prepare(state: _State, prompt_of: Callable[[], Any], spec: api.Constr
                                code="invalid_value") from None
         else:
             ids = list(prompt)
-        compiled = api.compile_constraint(spec, engine.tokenizer) if spec is not None else None
+        with using_limits(state.limits):
+            compiled = api.compile_constraint(spec, engine.tokenizer) if spec is not None else None
         return list(ids), compiled
 
     ids, compiled = await anyio.to_thread.run_sync(work)
@@ -459,7 +465,7 @@ def _final_run(res: Any, prompt_tokens: int) -> dict[str, Any]:
 # -- the app ------------------------------------------------------------------------------------------------
 def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any = None,
                max_module_bytes: int = 16 << 20, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               manage_engine: bool = False) -> FastAPI:
+               manage_engine: bool = False, limits: Limits | None = None, max_modules: int = 256) -> FastAPI:
     """The FastAPI app serving ``engine`` (a ``logitgate.server.engine.Engine``).
 
     ``api_key``: when set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``.
@@ -467,9 +473,12 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     engine's; one run at a time); None answers ``/v1/run`` with 503. ``max_module_bytes``: the
     largest Wasm module ``/v1/controllers`` accepts (413 above); ``max_body_bytes``: the largest
     body of the other routes. ``manage_engine``: call ``engine.start()`` at startup and
-    ``engine.close()`` at shutdown (off by default: the caller owns the engine).
+    ``engine.close()`` at shutdown (off by default: the caller owns the engine). ``limits``: the
+    compile caps of requests' constraints (default ``DEFAULT_LIMITS``); a constraint over one is a
+    400 ``constraint_too_large`` naming the cap. ``max_modules``: most Wasm modules stored at once
+    (507 beyond).
     """
-    state = _State(engine, _engine_names(engine), controller_model)
+    state = _State(engine, _engine_names(engine), controller_model, limits=limits or DEFAULT_LIMITS)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -602,6 +611,9 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
         module_id = hashlib.sha256(data).hexdigest()
         t0 = time.perf_counter()
         if module_id not in state.modules:
+            if len(state.modules) >= max_modules:  # each holds compiled code: memory an uploader could exhaust
+                raise APIError(507, f"the server already stores {max_modules} controller modules, its limit",
+                               code="too_many_modules")
             try:
                 module = await anyio.to_thread.run_sync(
                     lambda: WasmModule.from_bytes(data, name=module_id[:12], max_bytes=max_module_bytes))

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import logitgate
 
-from ..errors import CompileError, GrammarError, LogitgateError, RegexError, SchemaError
+from ..errors import CompileError, GrammarError, LimitError, LogitgateError, RegexError, SchemaError
 from .engine import SamplingParams
 
 __all__ = [
@@ -494,6 +494,8 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
                                param="lark", code="invalid_grammar")
             return logitgate.Grammar.from_lark(spec.value)
         return logitgate.Grammar.from_gbnf(spec.value)
+    except LimitError as exc:  # before the kinds: a cap refusal is also a RegexError/GrammarError/SchemaError
+        raise _too_large(exc, spec) from None
     except SchemaError as exc:
         raise _schema_error(exc, spec) from None
     except RegexError as exc:
@@ -504,6 +506,12 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
     except (LogitgateError, ValueError, TypeError, RecursionError) as exc:
         raise APIError(400, f"invalid constraint in '{spec.param}': {exc}", param=spec.param,
                        code="invalid_constraint") from None
+
+
+def _too_large(exc: LimitError, spec: ConstraintSpec) -> APIError:
+    """A constraint refused by one of the server's compile caps (``logitgate.Limits``)."""
+    return APIError(400, f"the constraint in '{spec.param}' is over the server's limit {exc.limit}={exc.value}: "
+                         f"{exc}", param=spec.param, code="constraint_too_large")
 
 
 _GRAMMARS: OrderedDict[str, logitgate.Grammar] = OrderedDict()
@@ -544,6 +552,8 @@ def compile_constraint(spec: ConstraintSpec, tokenizer: logitgate.Tokenizer) -> 
     grammar = cached_grammar(spec)
     try:
         return logitgate.compile(grammar, tokenizer)
+    except LimitError as exc:
+        raise _too_large(exc, spec) from None
     except (CompileError, LogitgateError, ValueError) as exc:
         raise APIError(400, f"the constraint in '{spec.param}' cannot be compiled: {exc}", param=spec.param,
                        code="invalid_constraint") from None
