@@ -4,7 +4,7 @@
     python3 tasks.py demo     # create .venv, install logitgate + the embedded model, run the demo
     python3 tasks.py test     # create .venv, install logitgate[dev], run the test suite
     python3 tasks.py bench    # install the peer engines too, run the side-by-side benchmarks
-                              # (`bench regex|grammar|json|model|controllers|server` for one)
+                              # (`bench regex|grammar|json|model|controllers|server|server-load|reliability` for one)
 
 Extra arguments after the task are passed on (to pytest, the demo or the benchmark). Installs are
 skipped when pyproject.toml has not changed since the last install for that task.
@@ -77,10 +77,11 @@ def main(argv: list[str]) -> int:
     elif task == "test":
         cmd = [PY, "-m", "pytest", "-q", *rest]
     else:
-        # `python3 tasks.py bench [regex|grammar|json|model|controllers|server] [options]`: all by default
+        # `python3 tasks.py bench [regex|grammar|json|model|controllers|server|server-load|reliability] [options]`
         scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py",
                    "model": "bench_model.py", "controllers": "bench_controllers.py",
-                   "server": "bench_server.py"}
+                   "server": "bench_server.py", "server-load": "bench_server_load.py",
+                   "reliability": "bench_reliability.py"}
         which = rest[0] if rest and rest[0] in scripts else None
         args = rest[1:] if which else rest
         rc = 0

@@ -300,3 +300,12 @@ def test_too_many_combinations_relax_conditionals_and_report_them():
     c = lg.compile(g, byte_tokenizer())
     assert accepts(c, '{"kind":"k3","v":2}') and accepts(c, '{"kind":"other","v":50}')
     assert not accepts(c, '{"kind":3}') and not accepts(c, '{"v":1}')
+
+
+def test_a_ref_to_a_properties_map_with_an_id_property_is_a_schema_error():
+    # found by fuzzing: draft 4 reads "id" as the schema's id; a dict there used to escape as AttributeError
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"id": {"type": "string"}, "a": {"$ref": "#/properties"}}}
+    with pytest.raises(lg.SchemaError, match="id must be a string") as info:
+        lg.Grammar.from_json_schema(schema)
+    assert info.value.pointer.endswith("/properties/id")

@@ -233,3 +233,13 @@ def test_forced_bytes_cap(tok_spm) -> None:
     assert len(logitgate.Matcher(short).compiled.forced_bytes(short.initial_state)) == 100
     full = logitgate.compile(g, tok_spm, cache=False)
     assert full.forced_bytes(full.initial_state) == b"x" * 300
+
+
+def test_a_grammar_cap_hit_by_a_schema_is_a_schema_error_with_its_pointer() -> None:
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(30)}}
+    with logitgate.using_limits(max_grammar_symbols=50), pytest.raises(logitgate.SchemaError) as info:
+        logitgate.Grammar.from_json_schema(schema)
+    err = info.value
+    assert isinstance(err, logitgate.LimitError) and err.limit == "max_grammar_symbols" and err.value == 50
+    assert err.pointer == "" and "max_grammar_symbols=50" in str(err)
+    logitgate.Grammar.from_json_schema(schema)  # the default caps allow it

@@ -186,8 +186,8 @@ class Grammar:
                                       registry=registry, level=level)
             try:
                 cfg = lower(tr.ir, warn=False)
-            except LimitError:
-                raise
+            except LimitError as e:
+                raise _as_schema_limit(e) from None
             except GrammarError as e:
                 if "language is empty" in e.reason:
                     raise SchemaError("no JSON document satisfies this schema", pointer="") from None
@@ -197,7 +197,7 @@ class Grammar:
             except LimitError as e:
                 if e.limit != "max_json_lexer_states" or level < MAX_LEVEL:
                     if e.limit != "max_json_lexer_states":
-                        raise
+                        raise _as_schema_limit(e) from None
                     continue
                 raise SchemaLimitError("the schema's string and number constraints need too large a lexer "
                                        f"(more than {e.value} states, even with every relaxation level)",
@@ -252,3 +252,14 @@ class Grammar:
         if self._tree is None:
             raise ValueError(f"a {self.kind} grammar has no regex tree")
         return self._tree
+
+
+def _as_schema_limit(e: LimitError) -> LimitError:
+    """A cap hit while building a schema's grammar, as a ``SchemaLimitError`` (pointer: the schema)."""
+    from ..errors import SchemaError, SchemaLimitError
+
+    if isinstance(e, SchemaError):
+        return e
+    reason = getattr(e, "reason", None) or str(e)
+    return SchemaLimitError(f"the schema's grammar is too large ({reason.split(': exceeds Limits.')[0]})",
+                            limit=e.limit, value=e.value, pointer="")

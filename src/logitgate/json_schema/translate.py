@@ -450,6 +450,11 @@ class Translator:
         """Switch to the resource (and draft) a subschema with its own ``$id``/``$schema`` starts."""
         s = sub.schema
         spec = self.loaded.spec_of(s)
+        if isinstance(s, dict):
+            for key in ("$id", "id"):
+                if key in s and not isinstance(s[key], str) and (key == "$id" or sub.draft == "draft4"):
+                    raise SchemaError(f"{key} must be a string, not {type(s[key]).__name__}",
+                                      pointer=f"{sub.pointer}/{key}")
         sid = spec.id_of(s) if isinstance(s, dict) else None
         if sub.entered:
             return sub
