@@ -26,6 +26,9 @@ def test_defaults_match_module_constants() -> None:
     assert lim.max_json_lexer_states == MAX_JSON_LEXER_STATES
     assert lim.max_forced_bytes == engine.MAX_FORCED_BYTES
     assert lim.mask_cache_bytes == engine.MASK_CACHE_BYTES
+    from logitgate.json_schema import translate
+
+    assert lim.max_schema_alternatives == translate.MAX_ALTERNATIVES
     assert logitgate.get_limits() == lim
 
 
@@ -243,3 +246,13 @@ def test_a_grammar_cap_hit_by_a_schema_is_a_schema_error_with_its_pointer() -> N
     assert isinstance(err, logitgate.LimitError) and err.limit == "max_grammar_symbols" and err.value == 50
     assert err.pointer == "" and "max_grammar_symbols=50" in str(err)
     logitgate.Grammar.from_json_schema(schema)  # the default caps allow it
+
+
+def test_schema_alternatives_cap_is_named_and_configurable() -> None:
+    pair = {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    schema = {"type": "object", "allOf": [pair, pair, pair]}  # 8 combinations
+    with logitgate.using_limits(max_schema_alternatives=4), pytest.raises(LimitError) as info:
+        Grammar.from_json_schema(schema)
+    assert isinstance(info.value, SchemaError) and info.value.limit == "max_schema_alternatives"
+    assert "max_schema_alternatives=4" in str(info.value)
+    Grammar.from_json_schema(schema)

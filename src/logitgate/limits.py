@@ -78,6 +78,11 @@ class Limits:
     """Deepest nesting of objects and arrays in a JSON schema document (512): translation and
     loading recurse per level; deeper schemas are refused before any work."""
 
+    max_schema_alternatives: int = 256
+    """Most alternatives the combinators (anyOf/oneOf/if-then-else...) at one position of a schema
+    expand into (256); beyond it if/then/else there are relaxed (reported), then the schema is refused:
+    each alternative is a grammar branch."""
+
     max_forced_bytes: int = 1024
     """Longest forced (jump-forward) string one ``forced_bytes`` call returns for a grammar (1 KiB):
     each byte is a parser step."""

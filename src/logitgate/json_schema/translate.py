@@ -22,8 +22,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from ..errors import RegexError, SchemaError
-from ..limits import check_deadline
+from ..errors import RegexError, SchemaError, SchemaLimitError
+from ..limits import check_deadline, get_limits
 from ..grammar.cfg import literal_node
 from ..grammar.ir import (
     Alt,
@@ -49,6 +49,7 @@ PRETTY_INDENT = 2
 PRETTY_MAX_DEPTH = 32
 """With ``whitespace="pretty"``, nesting deeper than this keeps this depth's indentation."""
 MAX_ALTERNATIVES = 256
+"""Default of ``Limits.max_schema_alternatives``."""
 """Most alternatives one schema position may expand into (anyOf x oneOf x if/then/else ...)."""
 MAX_OBJECT_STATES = 4096
 MAX_ANY_ORDER_TRACKED = 8
@@ -338,7 +339,7 @@ class Translator:
 
     def expand(self, conj: list[Sub]) -> list[list[Sub]]:
         """Disjunctive normal form: a list of conjunctions without combinators. When the
-        combinations exceed ``MAX_ALTERNATIVES``, ``if``/``then``/``else`` at this position are
+        combinations exceed ``Limits.max_schema_alternatives``, ``if``/``then``/``else`` at this position are
         relaxed (not enforced, reported) and the expansion is tried once more."""
         out: list[list[Sub]] = []
         try:
@@ -368,9 +369,11 @@ class Translator:
                 for option in item.options:
                     members = option.members if isinstance(option, _Group) else [option]
                     self._expand(list(members) + todo, list(done), out, steps)
-                    if len(out) > MAX_ALTERNATIVES:
-                        raise _TooManyAlternatives(f"the combinators here expand into more than {MAX_ALTERNATIVES} "
-                                          f"alternatives", pointer=done[-1].pointer if done else "")
+                    cap = get_limits().max_schema_alternatives
+                    if len(out) > cap:
+                        raise _TooManyAlternatives(f"the combinators here expand into more than {cap} alternatives",
+                                                   limit="max_schema_alternatives", value=cap,
+                                                   pointer=done[-1].pointer if done else "")
                 return
             if isinstance(item, _Group):
                 todo = list(item.members) + todo
@@ -417,7 +420,8 @@ class Translator:
                 branches.append(members)
             if "if" in s and ("then" in s or "else" in s) and self._skip_conditionals:
                 self.unsupported(sub.pointer + "/if", "if/then/else not enforced: with the other combinators "
-                                 f"here they expand into more than {MAX_ALTERNATIVES} alternatives")
+                                 f"here they expand into more than {get_limits().max_schema_alternatives} "
+                                 "alternatives")
             elif "if" in s and ("then" in s or "else" in s):
                 cond = sub.child(s["if"], "if")
                 then = sub.child(s.get("then", True), "then")
@@ -1047,8 +1051,8 @@ def _set_scope(items: list[Any], scope: tuple) -> None:
             _set_scope(x.members, scope)
 
 
-class _TooManyAlternatives(SchemaError):
-    """The DNF of a position's combinators is too large."""
+class _TooManyAlternatives(SchemaLimitError):
+    """The DNF of a position's combinators is over ``Limits.max_schema_alternatives``."""
 
 
 class _Group:
