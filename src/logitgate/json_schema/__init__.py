@@ -51,20 +51,16 @@ def check_schema_shape(schema: Any) -> None:
     stack: list[tuple[Any, int, tuple]] = [(schema, 1, ())]
     while stack:
         v, depth, path = stack.pop()
+        if isinstance(v, (dict, list)) and depth > lim.max_schema_depth:
+            ptr = "".join("/" + escape_pointer(str(p)) for p in path)
+            raise SchemaLimitError(f"the schema nests objects and arrays {depth} deep", limit="max_schema_depth",
+                                   value=lim.max_schema_depth, pointer=ptr)
         if isinstance(v, dict):
-            if depth > lim.max_schema_depth:
-                ptr = "".join("/" + escape_pointer(str(p)) for p in path)
-                raise SchemaLimitError(f"the schema nests objects and arrays {depth} deep", limit="max_schema_depth",
-                                       value=lim.max_schema_depth, pointer=ptr)
             size += 2 + len(v)
             for k, x in v.items():
                 size += len(k) + 3 if isinstance(k, str) else 8
                 stack.append((x, depth + 1, path + (k,) if depth <= 64 else path))
         elif isinstance(v, list):
-            if depth > lim.max_schema_depth:
-                ptr = "".join("/" + escape_pointer(str(p)) for p in path)
-                raise SchemaLimitError(f"the schema nests objects and arrays {depth} deep", limit="max_schema_depth",
-                                       value=lim.max_schema_depth, pointer=ptr)
             size += 2 + len(v)
             stack.extend((x, depth + 1, path + (i,) if depth <= 64 else path) for i, x in enumerate(v))
         else:
