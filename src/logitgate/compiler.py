@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from .automata import ByteDFA, regex_dfa
-from .errors import CompileError
+from .errors import CompileError, LimitError, RegexError, RegexLimitError
 from .grammar import Grammar
 from .limits import compile_deadline, get_limits
 from .kernels import trie_kernels
@@ -42,6 +42,8 @@ BACKGROUND_INDEX_BUDGET = 64 * 2**20
 """Largest total mask memory (bytes) that ``index="background"`` precomputes for one grammar."""
 
 IndexMode = Literal["background", "lazy", "eager"]
+"""When ``compile`` computes token masks: ``"lazy"`` (on first use), ``"eager"`` (all states
+before returning) or ``"background"`` (on a background thread)."""
 
 _indexer: ThreadPoolExecutor | None = None
 _indexer_lock = threading.Lock()
@@ -83,10 +85,12 @@ class CompiledGrammar:
     # -- states -------------------------------------------------------------------------------
     @property
     def initial_state(self) -> int:
+        """The state a new ``Matcher`` starts in (opaque)."""
         return int(self.dfa.start)
 
     @property
     def n_states(self) -> int:
+        """Number of DFA states (lexer states for a grammar)."""
         return int(self.dfa.n_states)
 
     def advance_token(self, state: int, token_id: int) -> int:
@@ -226,10 +230,12 @@ class CompiledCFG(CompiledGrammar):
 
     @property
     def initial_state(self):  # type: ignore[override]
+        """A fresh parse state at the start of the text (opaque)."""
         return self.engine.new_state()
 
     @property
     def n_states(self) -> int:
+        """Number of lexer DFA states."""
         return self.engine.lexer.n_states
 
     def token_mask(self, state) -> np.ndarray:  # type: ignore[override]
@@ -273,7 +279,16 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
 
 def _build(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     if grammar.kind == "regex":
-        return CompiledGrammar(grammar, tokenizer, regex_dfa(grammar.tree))
+        try:
+            dfa = regex_dfa(grammar.tree)
+        except LimitError as e:
+            if isinstance(e, RegexError):
+                raise
+            src = grammar.source if len(grammar.source) <= 80 else grammar.source[:77] + "..."
+            err = RegexLimitError(f"regex {src!r}: {e}")  # name the input; the message names the cap
+            err.limit, err.value = e.limit, e.value
+            raise err from None
+        return CompiledGrammar(grammar, tokenizer, dfa)
     if grammar.kind in ("lark", "gbnf", "yacc"):
         from .grammar.cfg import lower
         from .grammar.lexemes import merge_lexemes

@@ -128,7 +128,10 @@ class SchemaError(LogitgateError, ValueError):
     def _render(self) -> str:
         if len(self.problems) == 1 and self.problems[0][1] == self.reason:
             where = self.problems[0][0]
-            return f"{self.reason} (at {where or '/'})" if where is not None else self.reason
+            if where is None:
+                return self.reason
+            first, nl, rest = self.reason.partition("\n")  # a pattern error's caret lines stay below
+            return f"{first} (at {where or '/'}){nl}{rest}"
         lines = [self.reason] + [f"  {ptr or '/'}: {msg}" for ptr, msg in self.problems]
         return "\n".join(lines)
 

@@ -195,7 +195,8 @@ def _row_view(bitmask: object, index: int, words: int) -> np.ndarray:
         raise TypeError("bitmask must be an int32 numpy array (or CPU torch tensor) from allocate_token_bitmask")
     row = arr[index] if arr.ndim == 2 else arr
     if row.shape[-1] != words:
-        raise ValueError(f"bitmask rows have {row.shape[-1]} words; this vocabulary needs {words}")
+        raise ValueError(f"bitmask rows have {row.shape[-1]} words; this vocabulary needs {words} "
+                         f"(allocate it with logitgate.allocate_token_bitmask(batch_size, tokenizer.vocab_size))")
     return row
 
 

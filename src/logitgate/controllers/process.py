@@ -676,6 +676,7 @@ class RemoteController(PipelinedController):
 
     @property
     def pid(self) -> int:
+        """The worker process's id."""
         return self.handle.pid
 
     def _send(self, what: str, *args: Any) -> None:

@@ -97,8 +97,11 @@ class Splice:
 
 
 PreResult = Union[Continue, Stop, Suspend, Fork]
+"""What ``pre_process`` may return."""
 MidResult = Union[SampleWithBias, Splice, Stop]
+"""What ``mid_process`` may return."""
 PostResult = Union[Continue, Stop]
+"""What ``post_process`` may return."""
 
 
 class VariableStore:
@@ -113,6 +116,7 @@ class VariableStore:
         self._bytes = 0
 
     def get(self, name: str) -> bytes | None:
+        """The value of variable ``name``, or None when it is not set."""
         with self._lock:
             return self._vars.get(name)
 
@@ -127,11 +131,13 @@ class VariableStore:
         self._bytes = size
 
     def set(self, name: str, value: bytes | str) -> None:
+        """Set variable ``name`` to ``value`` (a str is stored UTF-8 encoded)."""
         data = value.encode() if isinstance(value, str) else bytes(value)
         with self._lock:
             self._store(name, data)
 
     def append(self, name: str, value: bytes | str) -> None:
+        """Append ``value`` to variable ``name`` (created empty if missing)."""
         data = value.encode() if isinstance(value, str) else bytes(value)
         with self._lock:
             self._store(name, self._vars.get(name, b"") + data)
@@ -158,9 +164,11 @@ class ControllerHost:
 
     @property
     def eos_token(self) -> int:
+        """The first EOS id of the vocabulary."""
         return self.tokenizer.eos_token_ids[0]
 
     def detokenize(self, tokens: Sequence[int]) -> bytes:
+        """The bytes of ``tokens``, concatenated."""
         return self.tokenizer.decode_bytes(tokens)
 
     def clone_for(self, seq_id: int) -> "ControllerHost":

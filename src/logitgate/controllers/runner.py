@@ -93,6 +93,8 @@ class SequenceResult:
 
 @dataclass
 class RunResult:
+    """What ``run_controller`` returns: each sequence's result, the shared variables, the number of
+    steps and the wall time."""
     sequences: list[SequenceResult]
     variables: dict[str, bytes]
     steps: int = 0

@@ -110,7 +110,9 @@ from .protocol import (
 from .protocol import Splice as _ProtoSplice
 
 Token = int
+"""A token id."""
 SeqId = int
+"""A sequence id."""
 
 log_level = 1
 """The default ``aici.log_level`` of a script (each script then has its own)."""
@@ -726,6 +728,7 @@ class Splice:
         self.ff_tokens = list(ff_tokens)
 
     def add_splice(self, other: "Splice") -> None:
+        """Merge ``other`` (applied after this splice) into this one."""
         assert other.when_sampled == []
         if other.backtrack >= len(self.ff_tokens):
             self.backtrack += other.backtrack - len(self.ff_tokens)
@@ -744,10 +747,12 @@ class Branch:
         self.splices = list(splices)
 
     def is_splice(self) -> bool:
+        """Whether the branch is a single unconditional splice."""
         return len(self.splices) == 1 and self.splices[0].when_sampled == []
 
     @classmethod
     def noop(cls) -> "Branch":
+        """A branch that splices nothing."""
         return cls(splices=[Splice(ff_tokens=[])])
 
 
@@ -783,6 +788,7 @@ class MidProcessResult:
 
     @property
     def branches(self) -> List[Branch]:
+        """The result as AICI branches (none for a stop or a skip)."""
         if self.stop or self.skip_me:
             return []
         if self.is_splice_:
@@ -790,10 +796,12 @@ class MidProcessResult:
         return [Branch(sample_mask=self.logit_bias)]
 
     def is_splice(self) -> bool:
+        """Whether the result splices tokens (and neither stops nor skips)."""
         return self.is_splice_ and not self.stop and not self.skip_me
 
     @classmethod
     def bias(cls, bias: TokenSet) -> "MidProcessResult":
+        """Sample the next token among the tokens of ``bias``."""
         res = cls()
         res.logit_bias = bias
         return res
@@ -801,6 +809,7 @@ class MidProcessResult:
     @classmethod
     def splice(cls, backtrack: int, tokens: Optional[List[Token]] = None, *,
                ff_tokens: Optional[List[Token]] = None) -> "MidProcessResult":
+        """Remove ``backtrack`` tokens, then append ``tokens`` without sampling."""
         toks = ff_tokens if tokens is None else tokens
         assert backtrack >= 0
         assert isinstance(toks, list)
@@ -817,10 +826,12 @@ class MidProcessResult:
 
     @classmethod
     def noop(cls) -> "MidProcessResult":
+        """A splice of nothing."""
         return cls.splice(0, [])
 
     @classmethod
     def skip(cls) -> "MidProcessResult":
+        """No result of this callback: go on to the next one."""
         return cls(skip_me=True)
 
 
@@ -834,20 +845,24 @@ class PreProcessResult:
 
     @classmethod
     def continue_(cls) -> "PreProcessResult":
+        """Go on to ``mid_process``."""
         return cls()
 
     @classmethod
     def suspend(cls) -> "PreProcessResult":
+        """Wait (for variables another sequence sets) before the next step."""
         return cls(suspended=True)
 
     @classmethod
     def fork(cls, num_forks: int) -> "PreProcessResult":
+        """Fork the sequence into ``num_forks`` sequences."""
         res = cls()
         res.num_forks = num_forks
         return res
 
     @classmethod
     def ff_tokens_pre(cls, toks: List[Token]) -> "PreProcessResult":
+        """Append ``toks`` before the step (fast-forward)."""
         res = cls()
         res.ff_tokens = list(toks)
         return res
@@ -861,14 +876,17 @@ class PostProcessResult:
 
     @classmethod
     def continue_(cls) -> "PostProcessResult":
+        """Go on generating."""
         return cls()
 
     @classmethod
     def stop(cls) -> "PostProcessResult":
+        """End the sequence."""
         return cls(stop_seq=True)
 
     @classmethod
     def from_tokens(cls, tokens: List[int]) -> "PostProcessResult":
+        """Stop when ``tokens`` contain EOS, else continue."""
         return cls(stop_seq=(eos_token() in tokens))
 
 
@@ -911,6 +929,7 @@ class NextToken:
         return PostProcessResult.continue_()
 
     def is_fixed(self) -> bool:
+        """Whether the token is forced (``FixedTokens``)."""
         return False
 
     # internals
@@ -969,6 +988,7 @@ class FixedTokens(NextToken):
         self.following = following
 
     def is_fixed(self) -> bool:
+        """Always True: these tokens are forced."""
         return True
 
     def mid_process(self) -> MidProcessResult:
@@ -1098,6 +1118,7 @@ class GetPrompt:
 
 
 CbType = Union[GetPrompt, NextToken]
+"""What a script may ``await``: ``GetPrompt`` or a ``NextToken``."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1119,15 +1140,19 @@ class AiciCallbacks(metaclass=_InstanceMeta):
     Use ``start()`` to wrap a coroutine; or subclass and ``register()`` an instance."""
 
     def init_prompt(self, prompt: List[Token]) -> None:
+        """Called once with the prompt tokens."""
         pass
 
     def pre_process(self) -> PreProcessResult:
+        """Called before each step: continue, suspend or fork."""
         return PreProcessResult()
 
     def mid_process(self, fork_group: List[SeqId]) -> MidProcessResult:
+        """Called for each step: the tokens to sample among, a splice, or a stop."""
         return MidProcessResult.bias(all_tokens())
 
     def post_process(self, backtrack: int, tokens: List[Token]) -> PostProcessResult:
+        """Called after each step with the tokens appended (and how many were backtracked)."""
         return PostProcessResult.from_tokens(tokens)
 
 
@@ -1181,6 +1206,7 @@ class AiciAsync(AiciCallbacks):
             return cb
 
     def step(self) -> None:
+        """Run the script's coroutine to its next ``await`` of a ``NextToken``."""
         if self._pending_cb is not None:
             self._cb, self._pending_cb = self._pending_cb, None
             return
@@ -1194,18 +1220,21 @@ class AiciAsync(AiciCallbacks):
         return self._cb
 
     def init_prompt(self, prompt: List[Token]) -> None:
+        """Hand the prompt to the script's ``GetPrompt`` and run it to its first token."""
         if self._prompt_cb is not None:
             self._prompt_cb.prompt = list(prompt)
             self._prompt_cb = None
             self.step()
 
     def pre_process(self) -> PreProcessResult:
+        """The current ``NextToken``'s ``pre_process``."""
         cb = self._current_cb()
         if cb.finished:
             self._cb = cb = StopToken()
         return cb._pre_process()
 
     def mid_process(self, fork_group: List[SeqId]) -> MidProcessResult:
+        """The current ``NextToken``'s ``mid_process``."""
         self.fork_group = list(fork_group)
         r = self._current_cb()._mid_process(fork_group)
         while r.skip_me:
@@ -1223,6 +1252,7 @@ class AiciAsync(AiciCallbacks):
         return r
 
     def post_process(self, backtrack: int, tokens: List[Token]) -> PostProcessResult:
+        """The current ``NextToken``'s ``post_process``; then the script runs on."""
         r = self._current_cb()._post_process(backtrack, tokens)
         self.step()
         return r

@@ -127,6 +127,7 @@ __all__ = [
 ]
 
 ABI_VERSION = 1
+"""Version of the host ABI a module is built against (see ``wasm_src/logitgate_ctrl.h``)."""
 C_SOURCES = Path(__file__).resolve().parent / "wasm_src"
 """The C header (``logitgate_ctrl.h``) and the example controllers."""
 DEFAULT_MAX_MODULE_BYTES = 16 << 20
@@ -205,6 +206,8 @@ class WasmLimits:
     compiler's own state cap)."""
 
     def fuel(self, call: str) -> int:
+        """The fuel budget of ``call`` (``init_prompt``, ``pre_process``, ``mid_process``, ``post_process``
+        or ``fork``): the ``fuel_<call>`` field."""
         return int(getattr(self, "fuel_" + call))
 
 
@@ -390,10 +393,12 @@ class WasmModule:
     @classmethod
     def from_bytes(cls, data: bytes, *, name: str = "<bytes>",
                    max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> WasmModule:
+        """A module from its bytes (validated; refused over ``max_bytes``)."""
         return cls(data, name=name, max_bytes=max_bytes)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> WasmModule:
+        """A module from a ``.wasm`` file (validated; refused over ``max_bytes``)."""
         path = Path(path)
         size = path.stat().st_size
         if size > max_bytes:

@@ -129,12 +129,16 @@ class LlamaCppModel:
 
     @property
     def n_past(self) -> int:
+        """Tokens in the cache."""
         return int(self.llm.n_tokens)
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of a prompt text; special-token markers in it (``<|im_start|>``) are parsed."""
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
     def encode_bytes(self, data: bytes) -> list[int] | None:
+        """The model tokenizer's own tokenization of plain text ``data`` (no special tokens), or None
+        where it cannot tokenize these bytes exactly."""
         ids = list(self.llm.tokenize(bytes(data), add_bos=False, special=False))
         tok = self.tokenizer
         if any(i >= tok.n_tokens or i in tok.special_ids for i in ids) or tok.decode_bytes(ids) != data:
@@ -142,12 +146,15 @@ class LlamaCppModel:
         return ids
 
     def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """The prompt ids for a chat, ending where the assistant's answer starts."""
         return self.encode(chatml(messages, default_system=self.default_system))
 
     def reset(self) -> None:
+        """Empty the cache."""
         self.llm.reset()
 
     def forward(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append ``tokens`` (at least one) and return float32 logits after the last, shape (V,)."""
         if not tokens:
             raise ValueError("forward needs at least one token")
         self.llm.eval(list(tokens))
@@ -165,6 +172,7 @@ class LlamaCppModel:
         return self._sequences
 
     def truncate(self, n_past: int) -> None:
+        """Keep only the first ``n_past`` tokens of the cache."""
         if not 0 <= n_past <= self.llm.n_tokens:
             raise ValueError(f"cannot truncate to {n_past} tokens: {self.llm.n_tokens} in the cache")
         self.llm.n_tokens = n_past  # eval() drops the KV cells from n_tokens on before decoding

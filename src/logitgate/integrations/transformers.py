@@ -144,12 +144,16 @@ class TransformersModel:
 
     @property
     def n_past(self) -> int:
+        """Tokens in the cache."""
         return self._n
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of a prompt text; special-token markers in it (``<|im_start|>``) are parsed."""
         return list(self.hf_tokenizer.encode(text, add_special_tokens=True))
 
     def encode_bytes(self, data: bytes) -> list[int] | None:
+        """The model tokenizer's own tokenization of plain text ``data`` (no special tokens), or None
+        where it cannot tokenize these bytes exactly."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -161,6 +165,7 @@ class TransformersModel:
         return ids
 
     def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """The prompt ids for a chat, ending where the assistant's answer starts."""
         if self.default_system is None and getattr(self.hf_tokenizer, "chat_template", None):
             text = self.hf_tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
             return list(self.hf_tokenizer.encode(text, add_special_tokens=False))
@@ -168,10 +173,12 @@ class TransformersModel:
                                              add_special_tokens=False))
 
     def reset(self) -> None:
+        """Empty the cache."""
         self._cache = None
         self._n = 0
 
     def forward(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append ``tokens`` (at least one) and return float32 logits after the last, shape (V,)."""
         if not tokens:
             raise ValueError("forward needs at least one token")
         torch = self.torch
@@ -183,6 +190,7 @@ class TransformersModel:
         return out.logits[0, -1].float().numpy().copy()
 
     def truncate(self, n_past: int) -> None:
+        """Keep only the first ``n_past`` tokens of the cache."""
         if not 0 <= n_past <= self._n:
             raise ValueError(f"cannot truncate to {n_past} tokens: {self._n} in the cache")
         if n_past == 0:

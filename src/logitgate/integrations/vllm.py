@@ -453,6 +453,7 @@ class LogitgateConstraint:
     whitespace: str = "flexible"
 
     def grammar(self) -> Grammar:
+        """The ``logitgate.Grammar`` this constraint describes."""
         return _grammar(self.kind, self.spec, whitespace=self.whitespace)
 
 
@@ -837,6 +838,7 @@ class LogitgateLogitsProcessor:
         return LogitgateLogitsProcessor(self.compiled)
 
     def reset(self) -> None:
+        """Start over: a fresh matcher state, no tokens seen, no error."""
         self.matcher.reset()
         self._seen = 0
         self._last = None

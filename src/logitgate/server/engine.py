@@ -115,6 +115,7 @@ class RequestHandle:
 
     @property
     def finish_reason(self) -> str | None:
+        """Why the request ended (``stop``, ``length``...), None while it runs."""
         return self._final.finish_reason if self._final is not None else None
 
     def get(self, timeout: float | None = None) -> Delta:
@@ -174,6 +175,7 @@ class RequestHandle:
 
     @property
     def error(self) -> str | None:
+        """The error message of a failed request, None otherwise."""
         return self._final.error if self._final is not None else None
 
     def _push(self, d: Delta) -> None:

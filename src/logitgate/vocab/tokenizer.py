@@ -477,7 +477,7 @@ def _token_id(value: Any, n_tokens: int, what: str, limit: int | None = None) ->
         return i
     if limit is not None and n_tokens <= i < limit:
         raise TokenizerError(f"{what} {i} is a padding id (the tokenizer has {n_tokens} tokens)")
-    raise TokenizerError(f"{what} {i} is out of range [0, {n_tokens})")
+    raise TokenizerError(f"{what} {i} is out of range [0, {n_tokens}): the tokenizer has {n_tokens} tokens")
 
 
 def _import_optional(module: str, *extras: str) -> Any:

@@ -107,6 +107,7 @@ class TokenTrie:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes in the trie."""
         return int(self.nodes.shape[0])
 
     @property

@@ -1,0 +1,167 @@
+"""The keyword table (``logitgate.json_schema.keywords.KEYWORDS``, rendered in the docs) against
+what the translator really does."""
+from __future__ import annotations
+
+import pytest
+
+import logitgate as lg
+from logitgate.json_schema import translate
+from logitgate.json_schema.keywords import KEYWORDS, STATUSES
+
+from .json_schema_helpers import accepts, byte_tokenizer
+
+D4 = "http://json-schema.org/draft-04/schema#"
+D7 = "http://json-schema.org/draft-07/schema#"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+
+# keyword -> (schema, texts accepted, texts refused): enforced in strict mode
+ENFORCED: dict[str, tuple[dict, list[str], list[str]]] = {
+    "type": ({"type": ["integer", "null"]}, ["3", "null", "-12"], ["1.5", '"a"', "true"]),
+    "enum": ({"enum": [1, "a", None]}, ["1", "1.0", '"a"', "null"], ["2", '"b"']),
+    "const": ({"const": {"a": 1}}, ['{"a":1}'], ['{"a":2}', "{}"]),
+    "allOf": ({"allOf": [{"type": "integer"}, {"minimum": 3}]}, ["3", "40"], ["2", '"a"']),
+    "anyOf": ({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, ["3", "true"], ['"a"', "null"]),
+    "oneOf": ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, ["3", '"a"'], ["null"]),
+    "not": ({"type": ["integer", "string"], "not": {"type": "string"}}, ["3"], ['"a"']),
+    "if": ({"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 2}, "else": {"maximum": 0}},
+           ["12", "0", "-3"], ["11", "5"]),
+    "then": ({"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 2}}, ["12", "5"], ["11"]),
+    "else": ({"type": "integer", "if": {"minimum": 10}, "else": {"maximum": 0}}, ["11", "-1"], ["5"]),
+    "dependentRequired": ({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
+                          ['{"a":1,"b":2}', '{"b":2}', "{}"], ['{"a":1}']),
+    "dependentSchemas": ({"type": "object", "properties": {"a": {}, "b": {}},
+                          "dependentSchemas": {"a": {"required": ["b"]}}}, ['{"a":1,"b":2}', "{}"], ['{"a":1}']),
+    "dependencies": ({"$schema": D7, "type": "object", "properties": {"a": {}, "b": {}},
+                      "dependencies": {"a": ["b"]}}, ['{"a":1,"b":2}', "{}"], ['{"a":1}']),
+    "$ref": ({"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}},
+             ["[1,2]"], ['["a"]']),
+    "minLength": ({"type": "string", "minLength": 2}, ['"ab"', '"éé"'], ['"a"']),
+    "maxLength": ({"type": "string", "maxLength": 2}, ['"ab"', '"éé"'], ['"abc"']),
+    "pattern": ({"type": "string", "pattern": "^[a-z]+\\d$"}, ['"ab1"'], ['"ab"', '"1"']),
+    "format": ({"type": "string", "format": "date"}, ['"2024-02-29"'], ['"2023-02-29"', '"x"']),
+    "minimum": ({"type": "number", "minimum": 1.5}, ["1.5", "2"], ["1.49"]),
+    "maximum": ({"type": "number", "maximum": 1.5}, ["1.5", "-2"], ["1.51"]),
+    "exclusiveMinimum": ({"type": "integer", "exclusiveMinimum": 1}, ["2"], ["1"]),
+    "exclusiveMaximum": ({"$schema": D4, "type": "integer", "maximum": 1, "exclusiveMaximum": True}, ["0"], ["1"]),
+    "multipleOf": ({"type": "number", "multipleOf": 0.5}, ["1.5", "2"], ["1.25"]),
+    "properties": ({"type": "object", "properties": {"a": {"type": "integer"}}}, ['{"a":1}', "{}"], ['{"a":"x"}']),
+    "required": ({"type": "object", "properties": {"a": {}}, "required": ["a"]}, ['{"a":1}'], ["{}"]),
+    "additionalProperties": ({"type": "object", "additionalProperties": {"type": "integer"}},
+                             ['{"x":1}'], ['{"x":"a"}']),
+    "patternProperties": ({"type": "object", "patternProperties": {"^n": {"type": "integer"}},
+                           "additionalProperties": False}, ['{"n1":1}'], ['{"n1":"a"}', '{"x":1}']),
+    "propertyNames": ({"type": "object", "propertyNames": {"maxLength": 2}}, ['{"ab":1}'], ['{"abc":1}']),
+    "minProperties": ({"type": "object", "minProperties": 1}, ['{"a":1}'], ["{}"]),
+    "maxProperties": ({"type": "object", "maxProperties": 1}, ['{"a":1}'], ['{"a":1,"b":2}']),
+    "unevaluatedProperties": ({"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False},
+                              ['{"a":1}'], ['{"b":1}']),
+    "items": ({"type": "array", "items": {"type": "integer"}}, ["[1,2]", "[]"], ['["a"]']),
+    "prefixItems": ({"type": "array", "prefixItems": [{"type": "string"}], "items": False}, ['["a"]'],
+                    ["[1]", '["a",1]']),
+    "additionalItems": ({"$schema": D7, "type": "array", "items": [{"type": "string"}], "additionalItems": False},
+                        ['["a"]'], ['["a",1]']),
+    "minItems": ({"type": "array", "minItems": 1}, ["[1]"], ["[]"]),
+    "maxItems": ({"type": "array", "maxItems": 1}, ["[1]"], ["[1,2]"]),
+    "contains": ({"type": "array", "contains": {"type": "string"}}, ['[1,"a"]'], ["[1]"]),
+    "minContains": ({"type": "array", "contains": {"type": "string"}, "minContains": 2}, ['["a","b"]'], ['["a"]']),
+    "maxContains": ({"type": "array", "contains": {"type": "string"}, "maxContains": 1}, ['["a",1]'],
+                    ['["a","b"]']),
+    "uniqueItems": ({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}, ['["a","b"]'],
+                    ['["a","a"]']),
+    "unevaluatedItems": ({"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": False},
+                         ['["a"]'], ['["a",1]']),
+}
+
+# keyword -> (schema strict mode refuses, JSON pointer of the problem)
+RELAXED: dict[str, tuple[dict, str]] = {
+    "oneOf": ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, "/oneOf"),
+    "not": ({"not": {"type": "array", "contains": {"type": "string"}}}, "/not"),
+    "if": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),
+    "then": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),
+    "else": ({"if": {"type": "array", "contains": {"type": "string"}}, "else": {"minItems": 2}}, "/if"),
+    "$dynamicRef": ({"$dynamicAnchor": "x", "$dynamicRef": "#x"}, "/$dynamicRef"),
+    "$recursiveRef": ({"$schema": D2019, "$recursiveAnchor": True, "type": "object",
+                       "properties": {"a": {"$recursiveRef": "#"}}}, "/properties/a/$recursiveRef"),
+    "minLength": ({"type": "string", "minLength": 300}, ""),
+    "maxLength": ({"type": "string", "maxLength": 300}, ""),
+    "pattern": ({"type": "string", "pattern": "(?=a)b"}, "/pattern"),
+    "format": ({"type": "string", "format": "email", "maxLength": 250}, ""),
+    "multipleOf": ({"type": "number", "multipleOf": 1.234567891}, "/multipleOf"),
+    "required": ({"type": "object", "properties": {f"p{i}": {} for i in range(9)},
+                  "required": [f"p{i}" for i in range(9)]}, ""),
+    "minProperties": ({"type": "object", "properties": {f"p{i}": {} for i in range(100)}, "minProperties": 60}, ""),
+    "maxProperties": ({"type": "object", "properties": {f"p{i}": {} for i in range(100)}, "maxProperties": 60}, ""),
+    "unevaluatedProperties": ({"type": "object", "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}],
+                               "unevaluatedProperties": False}, "/unevaluatedProperties"),
+    "contains": ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}, "/contains"),
+    "minContains": ({"type": "array", "contains": {"type": "integer"}, "minContains": 3000}, "/contains"),
+    "maxContains": ({"type": "array", "contains": {"type": "array", "contains": {"type": "string"}},
+                     "maxContains": 1}, "/maxContains"),
+    "uniqueItems": ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "/uniqueItems"),
+    "unevaluatedItems": ({"type": "array", "anyOf": [{"prefixItems": [{}]}, {"prefixItems": [{}, {}]}],
+                          "unevaluatedItems": False}, "/unevaluatedItems"),
+}
+# property_order="any" is what makes `required` bounded
+RELAXED_OPTIONS = {"required": {"property_order": "any"}}
+
+ANNOTATION_VALUES = {"title": "t", "description": "d", "default": 5, "examples": [1], "example": 1,
+                     "deprecated": True, "readOnly": True, "writeOnly": True, "$comment": "c",
+                     "contentEncoding": "base64", "contentMediaType": "application/json", "contentSchema": {}}
+
+
+def test_table_lists_what_the_translator_reads() -> None:
+    assert set(KEYWORDS) == translate.KNOWN
+    for name, kw in KEYWORDS.items():
+        assert kw.name == name and kw.status in STATUSES, name
+        assert kw.applies_to in ("any", "string", "number", "object", "array"), name
+
+
+def test_every_keyword_has_a_case() -> None:
+    for name, kw in KEYWORDS.items():
+        if kw.status in ("exact", "bounded", "partial"):
+            assert name in ENFORCED, f"{name}: no enforced case"
+        if kw.status in ("bounded", "partial", "static"):
+            assert name in RELAXED, f"{name}: no relaxed case"
+        if kw.status == "annotation":
+            assert name in ANNOTATION_VALUES, name
+    assert set(RELAXED) <= {n for n, k in KEYWORDS.items() if k.status in ("bounded", "partial", "static")}
+    assert set(ENFORCED) <= {n for n, k in KEYWORDS.items() if k.status != "annotation"}
+
+
+@pytest.mark.parametrize("name", sorted(ENFORCED))
+def test_enforced(name: str) -> None:
+    schema, good, bad = ENFORCED[name]
+    g = lg.Grammar.from_json_schema(schema)  # strict: nothing relaxed
+    assert g.relaxed == []
+    compiled = lg.compile(g, byte_tokenizer())
+    for text in good:
+        assert accepts(compiled, text), (name, text)
+    for text in bad:
+        assert not accepts(compiled, text), (name, text)
+
+
+@pytest.mark.parametrize("name", sorted(RELAXED))
+def test_relaxed_is_reported(name: str) -> None:
+    schema, pointer = RELAXED[name]
+    opts = RELAXED_OPTIONS.get(name, {})
+    with pytest.raises(lg.SchemaError) as e:
+        lg.Grammar.from_json_schema(schema, **opts)
+    assert pointer in [p for p, _ in e.value.problems], (name, e.value.problems)
+    g = lg.Grammar.from_json_schema(schema, strict=False, **opts)
+    assert pointer in [p for p, _ in g.relaxed]
+
+
+@pytest.mark.parametrize("name", sorted(ANNOTATION_VALUES))
+def test_annotation_changes_nothing(name: str) -> None:
+    base = {"type": "string", "maxLength": 3}
+    g = lg.Grammar.from_json_schema({**base, name: ANNOTATION_VALUES[name]})
+    assert g.relaxed == []
+    compiled = lg.compile(g, byte_tokenizer())
+    for text, ok in [('"abc"', True), ('"abcd"', False), ("1", False)]:
+        assert accepts(compiled, text) is ok, (name, text)
+
+
+def test_unsupported_formats_are_annotations() -> None:
+    g = lg.Grammar.from_json_schema({"type": "string", "format": "regex"})
+    assert g.relaxed == []
+    assert accepts(lg.compile(g, byte_tokenizer()), '"(("')
