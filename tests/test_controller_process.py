@@ -383,3 +383,27 @@ def test_replies_read_late_do_not_count_against_the_limits(tok_spm, tracked):
         signal.signal(signal.SIGALRM, old)
     assert [s.error for s in res.sequences] == [None, None]
     assert [s.text for s in res.sequences] == ["Answer: 12"] * 2
+
+
+
+class _SlowStart(Steps):
+    """init_prompt takes 0.3 s (the runtime goes to sleep on its 10 s limit), then pre_process hangs."""
+
+    def init_prompt(self, prompt: list[int]) -> None:
+        time.sleep(0.3)
+
+
+def test_a_later_call_of_a_chain_gets_its_own_shorter_limit(tok_spm):
+    """init_prompt (10 s limit) returns, then pre_process hangs in the same chain: it is killed near
+    pre_process's 0.3 s limit, not at init_prompt's 10 s, and the error names pre_process."""
+    from logitgate.controllers import Limits, run_controller
+    from logitgate.controllers.process import ProcessControllers
+
+    limits = Limits(init_prompt=10.0, pre_process=0.3)
+    t = time.perf_counter()
+    with ProcessControllers(lambda host: _SlowStart(host, [("sleep", 60)]), limits) as remote:
+        res = run_controller(remote, ScriptedModel(tok_spm, b"", strict=False), "p", limits=limits)
+    took = time.perf_counter() - t
+    (seq,) = res.sequences
+    assert seq.stop_reason == "error" and seq.error.startswith("pre_process raised ControllerTimeout"), seq.error
+    assert took < 5

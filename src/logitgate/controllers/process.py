@@ -88,9 +88,13 @@ __all__ = [
 
 
 class ControllerTimeout(ControllerError):
-    """A worker did not answer a call within its limit (it was killed)."""
+    """A worker did not answer a call within its limit (it was killed); ``call`` names the call."""
 
     logged = True  # the cause is in the sequence's log already
+
+    def __init__(self, message: str, call: str = "") -> None:
+        super().__init__(message)
+        self.call = call
 
 
 class WorkerDied(ControllerError):
@@ -144,6 +148,9 @@ _DONE = -2
 """The call index a worker publishes once its chain is over (the parent set -1 when it sent it)."""
 _SPIN_S = 100e-6
 """How long the runtime polls for the reply of a single worker before it sleeps on it."""
+_RECHECK_S = 0.05
+"""Longest sleep while waiting for workers: a worker that moves on to the next call of its chain
+gets that call's (possibly shorter) limit, which the runtime sees when it next wakes."""
 _WAITING = -3
 """... while a call waits for the runtime to answer a variable request."""
 
@@ -707,7 +714,7 @@ class RemoteController(PipelinedController):
         self.host.log.write(f"\n[logitgate] the worker (pid {h.pid}) was killed: {what} did not return within "
                             f"its limit of {limit * 1e3:.0f} ms\n")
         raise ControllerTimeout(f"{what} did not return within its limit of {limit * 1e3:.0f} ms "
-                                f"(the worker was killed)")
+                                f"(the worker was killed)", what)
 
     def _handle_msg(self, msg: tuple, what: str, expect: str) -> tuple | None:
         """Act on one message from the worker: answer a variable request (None), or return the
@@ -847,7 +854,7 @@ class RemoteController(PipelinedController):
                 while not ready and time.perf_counter() < spin_end:
                     ready = _readable(pending, 0.0)
             if not ready and soonest > time.perf_counter():
-                ready = _readable(pending, None if soonest == float("inf") else soonest - time.perf_counter())
+                ready = _readable(pending, min(_RECHECK_S, soonest - time.perf_counter()))
             if not ready:
                 now = time.perf_counter()
                 for conn, c in list(pending.items()):

@@ -364,6 +364,7 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         """A call raised (or its worker failed): end the sequence with the cause."""
         if isinstance(exc, CallFailed):
             what, exc = exc.call, exc.exc
+        what = getattr(exc, "call", None) or what  # a timeout names the call of the chain that overran
         if not getattr(exc, "logged", False):  # a worker's failure is in the log already
             seq.host.log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
         end(seq, "error", f"{what} raised {type(exc).__name__}: {exc}")
