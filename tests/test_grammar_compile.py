@@ -273,3 +273,24 @@ def test_greedy_lexing_dead_pairs_are_warned(byte_tok) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", lg.GrammarWarning)  # a separator that ends the word: no warning
         lg.compile(lg.Grammar.from_lark('start: WORD+\nWORD: /[a-z]+/\n%ignore " "'), byte_tok, cache=False)
+
+
+def test_unused_rules_are_named_in_every_syntax():
+    """Lark's loader and GBNF lexeme merging drop rules the start cannot reach: each is named in a
+    GrammarWarning and in Grammar.notes (yacc's are reported by the lowering)."""
+    import warnings as _warnings
+
+    import logitgate as lg
+
+    tok = lg.Tokenizer.from_bytes([bytes([i]) for i in range(256)] + [b""], eos_token_id=256)
+    cases = [
+        (lambda: lg.Grammar.from_lark('start: a\na: "x"\nunused_one: "y"\n'), "unused_one (line 3)"),
+        (lambda: lg.Grammar.from_gbnf('root ::= a\na ::= "x"\nb ::= "y"\nc ::= "(" c ")" | "z"\n'), "dropped: b, c"),
+    ]
+    for make, needle in cases:
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
+            g = make()
+            lg.compile(g, tok, cache=False)
+        assert any(issubclass(w.category, lg.GrammarWarning) and needle in str(w.message) for w in caught), needle
+        assert sum(needle in n for n in g.notes) == 1

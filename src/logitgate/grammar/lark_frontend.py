@@ -34,7 +34,7 @@ import os
 import re
 from typing import Any, Sequence
 
-from ..errors import GrammarError, RegexError
+from ..errors import GrammarError, GrammarWarning, RegexError
 from ..regex.parser import parse as parse_regex
 from .ir import Alt, Empty, Expr, GrammarIR, Ref, RuleDef, Seq, TerminalDef
 
@@ -169,6 +169,16 @@ def parse_lark(
     rule_defs = {
         n: RuleDef(n, Alt(tuple(bodies)), _line_of(text, defs, n)) for n, bodies in rule_bodies.items()
     }
+    # Lark's compile drops rules the start cannot reach: name those this text defines
+    unused = [n for n, d in builder._definitions.items()
+              if not d.is_term and not d.params and n in defs and str(n) not in rule_bodies]
+    if unused:
+        import warnings
+
+        where = ", ".join(f"{n} (line {_line_of(text, defs, n)})" for n in unused)
+        msg = f"unused rules (not reachable from {start!r}), dropped: {where}"
+        notes.append(msg)
+        warnings.warn(msg, GrammarWarning, stacklevel=4)
 
     ignore_names: list[str] = []
     for n in map(str, ignore):

@@ -389,11 +389,33 @@ def swallowed_pairs(cfg: CFG, lexer: LexerTables) -> list[tuple[str, str]]:
     return out
 
 
+def _warn_unreachable(ir: GrammarIR) -> None:
+    """Name the rules the start rule cannot reach (``GrammarWarning``; merging drops them)."""
+    seen, todo = {ir.start}, [ir.start]
+    while todo:
+        rule = ir.rules.get(todo.pop())
+        for name in _refs(rule.body) if rule is not None else ():
+            if name in ir.rules and name not in seen:
+                seen.add(name)
+                todo.append(name)
+    unused = [n for n in ir.rules if n not in seen]
+    if unused:
+        import warnings
+
+        from ..errors import GrammarWarning
+
+        msg = f"unused rules (not reachable from {ir.start!r}), dropped: {', '.join(unused)}"
+        if msg not in ir.notes:  # compiled again (another tokenizer): noted once
+            ir.notes.append(msg)
+        warnings.warn(msg, GrammarWarning, stacklevel=4)
+
+
 def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CFG, LexerTables]:
     """For a ``chars`` grammar: the IR with as many regular parts merged into lexemes as is safe,
     its lowered CFG and that CFG's lexer. With ``greedy``, every candidate is merged without the
     check and lexed like Lark (longest match, literals before regexes): faster, as llguidance
     does, but the language may lose texts where a lexeme could have ended earlier."""
+    _warn_unreachable(ir)
     if greedy:
         cand, _ = _build(ir, set(), set(), runs=False)
         cand = replace(cand, lex_mode="contextual")
