@@ -190,6 +190,18 @@ def test_limits_end_a_slow_controller_and_cap_forks(tok_spm):
     assert len(res.sequences) == 1 and "exceed 3 sequences" in res.sequences[0].error
 
 
+def test_sampled_and_spliced_tokens_are_counted_apart(tok_spm):
+    events = []
+    res = run(tok_spm, b"Answer: 42 is right", [("text", "Answer:"), ("regex", " [0-9]+", 5)],
+              on_event=lambda i, kind, data: events.append((kind, data)))
+    (seq,) = res.sequences
+    spliced = sum(int(d) for k, d in events if k == "spliced")
+    assert seq.text.startswith("Answer: 42") and spliced > 0
+    # every token not spliced was sampled (a sampled EOS that ends the sequence counts too)
+    assert len(seq.tokens) - spliced <= seq.sampled_tokens <= len(seq.tokens) - spliced + 1
+    assert sum(int(d) for k, d in events if k == "sampled") == seq.sampled_tokens
+
+
 def test_a_whole_run_is_bounded_by_max_run_seconds(tok_spm):
     """Every call within its own limit, but many of them: the run's wall-time cap ends it."""
     t = time.perf_counter()

@@ -89,6 +89,8 @@ class SequenceResult:
     log: str
     stop_reason: str
     error: str | None = None
+    sampled_tokens: int = 0
+    """How many of the tokens appended along the way the model sampled (the others were spliced)."""
 
 
 @dataclass
@@ -118,6 +120,8 @@ class _Seq:
     logits: np.ndarray | None = None
     logits_for: list[int] | None = None
     """The tokens ``logits`` were computed for."""
+    sampled: int = 0
+    """Tokens the model sampled for this sequence (the rest were spliced in)."""
 
 
 def _reusable_prefix(cached: Sequence[int], tokens: Sequence[int]) -> int:
@@ -297,8 +301,9 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
     """Run a controller (and its forks) on ``model`` from ``prompt``.
 
     ``controller_factory(host)`` builds the root controller. ``max_tokens`` bounds each sequence's
-    generated tokens. ``on_event(seq_id, kind, data)`` streams ``"text"`` (newly appended text),
-    ``"log"`` (new log output), ``"fork"`` (the new ids) and ``"end"`` (the stop reason).
+    generated tokens. ``on_event(seq_id, kind, data)`` streams ``"sampled"`` or ``"spliced"`` (how
+    many tokens were appended, and how), then ``"text"`` (their text), ``"log"`` (new log output),
+    ``"fork"`` (the new ids) and ``"end"`` (the stop reason).
 
     Each step runs, for every sequence that got tokens, one chain ``post_process`` →
     ``pre_process`` → ``mid_process`` (the last two only while the previous said ``Continue``).
@@ -586,7 +591,10 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
                 if backtrack:
                     del host.tokens[len(host.tokens) - backtrack:]
                 host.tokens.extend(new)
+                if isinstance(r, SampleWithBias):
+                    seq.sampled += 1
                 if new:
+                    emit(seq, "sampled" if isinstance(r, SampleWithBias) else "spliced", str(len(new)))
                     emit(seq, "text", tok.decode_bytes([t for t in new if t not in tok.special_ids]).decode(
                         "utf-8", errors="replace"))
                 appended.append((seq, new, backtrack))
@@ -627,5 +635,5 @@ def run_controller(controller_factory: Callable[[ControllerHost], Controller], m
         out = s.host.tokens[s.prompt_len:]
         text_ids = [t for t in out if t not in tok.special_ids]
         results.append(SequenceResult(s.seq_id, out, tok.decode_bytes(text_ids).decode("utf-8", errors="replace"),
-                                      s.host.log.getvalue(), s.done or "stop", s.error))
+                                      s.host.log.getvalue(), s.done or "stop", s.error, s.sampled))
     return RunResult(results, variables.snapshot(), steps, time.perf_counter() - t_start)

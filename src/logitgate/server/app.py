@@ -343,7 +343,7 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
         rid = api.new_id("run-")
         yield api.sse({"id": rid, "object": "initial-run", "created": api.now(), "model": _model_name(model)})
         prompt_tokens = 0
-        appended = 0
+        appended = sampled = 0  # tokens appended to all forks so far, and of those the sampled ones
         while True:
             items = [await queue.get()]
             while not queue.empty():
@@ -359,7 +359,9 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                                                      "storage": []})
                     if what == "text":
                         fork["text"] += data
-                        appended += 1
+                    elif what in ("sampled", "spliced"):
+                        appended += int(data)
+                        sampled += int(data) if what == "sampled" else 0
                     elif what == "log":
                         fork["logs"] += data
                     elif what == "end":
@@ -367,9 +369,8 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                 else:
                     end = (kind, payload)
             if forks:
-                sampled = appended
                 yield api.sse({"object": "run", "forks": [forks[k] for k in sorted(forks)],
-                               "usage": _run_usage(sampled, prompt_tokens + sampled)})
+                               "usage": _run_usage(sampled, prompt_tokens + appended)})
             if end is None:
                 continue
             kind, payload = end
@@ -379,7 +380,7 @@ def _run_stream(state: _State, module: Any, req: api.RunRequest, arg: str) -> _E
                 yield api.sse({"object": "run", "forks": [{
                     "index": 0, "text": "", "logs": getattr(payload, "log", ""), "finish_reason": "fail", "storage": [],
                     "error": f"{type(payload).__name__}: {payload}"}],
-                    "usage": _run_usage(appended, prompt_tokens + appended)})
+                    "usage": _run_usage(sampled, prompt_tokens + appended)})
             yield api.sse("[DONE]")
             return
 
@@ -458,8 +459,9 @@ def _final_run(res: Any, prompt_tokens: int) -> dict[str, Any]:
     forks = [{"index": s.seq_id, "text": "", "logs": "", "error": s.error or "",
               "finish_reason": _FINISH.get(s.stop_reason, s.stop_reason),
               "storage": storage if s.seq_id == 0 else []} for s in res.sequences]
-    sampled = sum(len(s.tokens) for s in res.sequences)
-    return {"object": "run", "forks": forks, "usage": _run_usage(sampled, prompt_tokens + sampled)}
+    sampled = sum(s.sampled_tokens for s in res.sequences)
+    return {"object": "run", "forks": forks,
+            "usage": _run_usage(sampled, prompt_tokens + sum(len(s.tokens) for s in res.sequences))}
 
 
 # -- the app ------------------------------------------------------------------------------------------------
