@@ -313,18 +313,19 @@ def _serve(args: argparse.Namespace) -> int:
         # /v1/run (controllers) runs on a second instance of the model, one run at a time
         controller_model = None if args.no_controllers else load_model(args.model, runtime=args.runtime)
     engine = Engine(model, max_batch=args.max_batch)
-    engine.start()
     from .server.app import DEFAULT_LIMITS
 
     limits = DEFAULT_LIMITS.replace(max_compile_seconds=args.max_compile_seconds or None)
-    app = create_app(engine, api_key=api_key, controller_model=controller_model, limits=limits)
+    # the app starts and closes the engine in its lifespan: uvicorn runs that shutdown on SIGINT and
+    # SIGTERM alike (after SIGTERM it re-raises the signal, so a `finally` here would never run)
+    app = create_app(engine, api_key=api_key, controller_model=controller_model, limits=limits, manage_engine=True)
     where = f"http://{args.host}:{args.port}/v1"
     print(f"logitgate serve: {model.name} at {where}" + (" (API key required)" if api_key else ""), file=sys.stderr,
           flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
-        engine.close()
+        engine.close()  # no-op after the lifespan closed it; covers a failure before startup
     return 0
 
 

@@ -79,7 +79,9 @@ class LogitgateLogitsProcessor:
             self._start(batch, length)
         else:
             if length != self._length + 1:
-                raise RuntimeError(f"expected one new token per call, got {length - self._length}")
+                raise RuntimeError(f"expected one new token per call, got {length - self._length}: a processor "
+                                   "follows one generate() call; call its reset() (or make a new one) before "
+                                   "reusing it for another generate()")
             last = input_ids[:, -1].tolist()
             for r, (m, t) in enumerate(zip(self.matchers, last)):
                 if m.is_terminated():
