@@ -29,7 +29,10 @@ from peers import ENGINES, allocate_bitmask, is_allowed  # noqa: E402
 from vocab import load_vocab  # noqa: E402
 
 WARMUP_REGEX, WARMUP_TEXT = "[0-9]+(\\.[0-9]+)?", "3.14"
-PYTHON_SIDE = {"logitgate", "logitgate[background]", "logitgate[index]"}  # engines whose memory tracemalloc can see
+# engines whose memory tracemalloc can see; not logitgate[background]: its indexing thread allocates
+# (numba's runtime uses PyMem_RawMalloc) without the GIL, and tracemalloc.stop() racing with that
+# crashes CPython before 3.13 (python/cpython#128679)
+PYTHON_SIDE = {"logitgate", "logitgate[index]"}
 
 
 def emit(obj):
