@@ -3,9 +3,8 @@
 Each example runs in its own process (the repository root as working directory) under a time
 limit; the examples assert their own outputs (parsed JSON, ``re.fullmatch``, Lark's parser), so
 exit 0 means valid output. An example whose optional dependencies are not installed is skipped
-with their names. The transformers example runs by default only when the float32 copy of the
-embedded GGUF is already in the cache (the first conversion takes about a minute); otherwise it
-is marked ``slow`` (``pytest -m slow tests/test_examples.py``).
+with their names. The transformers example's first run converts the embedded GGUF to a cached
+float32 copy (about a minute; the transformers tests of the suite reuse it).
 """
 from __future__ import annotations
 
@@ -34,26 +33,8 @@ SPEC: dict[str, tuple[tuple[str, ...], str, float]] = {
 }
 
 
-def _embedded_conversion_cached() -> bool:
-    """Whether TransformersModel.from_gguf finds the float32 copy of the embedded model in the cache."""
-    try:
-        from logitgate._cachedir import cache_dir
-        from logitgate.integrations.models import embedded_model_path, file_digest
-
-        path = embedded_model_path()
-    except Exception:  # noqa: BLE001 - no embedded model: the test skips anyway
-        return True
-    return (Path(cache_dir("models")) / f"{path.stem}-{file_digest(path)}" / "config.json").exists()
-
-
 def _params() -> list:
-    out = []
-    for path in sorted(EXAMPLES.glob("*.py")):
-        marks = []
-        if path.stem == "transformers_logits_processor" and not _embedded_conversion_cached():
-            marks.append(pytest.mark.slow)
-        out.append(pytest.param(path, id=path.stem, marks=marks))
-    return out
+    return [pytest.param(path, id=path.stem) for path in sorted(EXAMPLES.glob("*.py"))]
 
 
 def test_every_example_is_listed() -> None:
