@@ -41,7 +41,8 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _nested(depth: int, kind: str) -> dict:
+def nested(depth: int, kind: str) -> dict:
+    """A schema of objects (``{"a": ...}``) or arrays nested ``depth`` deep around an integer."""
     s: dict = {"type": "integer"}
     for _ in range(depth):
         s = {"type": "object", "properties": {"a": s}, "required": ["a"]} if kind == "object" else \
@@ -49,20 +50,18 @@ def _nested(depth: int, kind: str) -> dict:
     return s
 
 
-def _ref_chain(n: int) -> dict:
+def ref_chain(n: int) -> dict:
+    """A schema whose ``$defs`` chain ``n`` ``$ref``s, d0 -> d1 -> ... -> an integer."""
     defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(n)}
     defs[f"d{n}"] = {"type": "integer"}
     return {"$defs": defs, "$ref": "#/$defs/d0"}
 
 
-def _lark_rules(n: int) -> str:
-    lines = ["start: r0"] + [f'r{i}: "k{i}" r{i + 1} | "e{i}"' for i in range(n - 1)] + [f'r{n - 1}: "end"']
-    return "\n".join(lines)
-
-
-def _gbnf_rules(n: int) -> str:
-    lines = ["root ::= r0"] + [f'r{i} ::= "k{i}" r{i + 1} | "e{i}"' for i in range(n - 1)] + [f'r{n - 1} ::= "end"']
-    return "\n".join(lines)
+def chain_rules(n: int, gbnf: bool) -> str:
+    """A chain of ``n`` rules, ``r{i}: "k{i}" r{i+1} | "e{i}"``, in Lark or GBNF syntax."""
+    arrow, start = (" ::= ", "root") if gbnf else (": ", "start")
+    lines = [f"{start}{arrow}r0"] + [f'r{i}{arrow}"k{i}" r{i + 1} | "e{i}"' for i in range(n - 1)]
+    return "\n".join(lines + [f'r{n - 1}{arrow}"end"'])
 
 
 def case_grammar(name: str):
@@ -74,19 +73,19 @@ def case_grammar(name: str):
         "regex-explosion": (lambda: Grammar.from_regex("(a|b)*a(a|b){30}"), {}),
         "alternation-50k": (lambda: Grammar.from_regex("|".join(f"word{i}x" for i in range(50_000))), {}),
         "enum-50k": (lambda: Grammar.from_json_schema({"enum": [f"value{i}" for i in range(50_000)]}), {}),
-        "schema-objects-depth-1000": (lambda: Grammar.from_json_schema(_nested(1000, "object")), {}),
-        "schema-arrays-depth-1000": (lambda: Grammar.from_json_schema(_nested(1000, "array")), {}),
-        "schema-objects-depth-1000-raised": (lambda: Grammar.from_json_schema(_nested(1000, "object")),
+        "schema-objects-depth-1000": (lambda: Grammar.from_json_schema(nested(1000, "object")), {}),
+        "schema-arrays-depth-1000": (lambda: Grammar.from_json_schema(nested(1000, "array")), {}),
+        "schema-objects-depth-1000-raised": (lambda: Grammar.from_json_schema(nested(1000, "object")),
                                              {"max_schema_depth": 2100}),
-        "schema-arrays-depth-1000-raised": (lambda: Grammar.from_json_schema(_nested(1000, "array")),
+        "schema-arrays-depth-1000-raised": (lambda: Grammar.from_json_schema(nested(1000, "array")),
                                             {"max_schema_depth": 1100}),
-        "schema-ref-chain-1000": (lambda: Grammar.from_json_schema(_ref_chain(1000)), {}),
+        "schema-ref-chain-1000": (lambda: Grammar.from_json_schema(ref_chain(1000)), {}),
         "schema-2000-properties": (lambda: Grammar.from_json_schema(props(2000)), {}),
         "schema-5000-properties": (lambda: Grammar.from_json_schema(props(5000)), {}),
-        "lark-3000-rules": (lambda: Grammar.from_lark(_lark_rules(3000)), {}),
+        "lark-3000-rules": (lambda: Grammar.from_lark(chain_rules(3000, gbnf=False)), {}),
         "gbnf-3000-rules": (lambda: Grammar.from_gbnf("root ::= " + " | ".join(f"r{i}" for i in range(3000)) + "\n"
                                                       + "\n".join(f'r{i} ::= "k{i}" [0-9]+' for i in range(3000))), {}),
-        "gbnf-3000-rule-chain": (lambda: Grammar.from_gbnf(_gbnf_rules(3000)), {}),
+        "gbnf-3000-rule-chain": (lambda: Grammar.from_gbnf(chain_rules(3000, gbnf=True)), {}),
         "gbnf-nested-repeat": (lambda: Grammar.from_gbnf('root ::= ("ab"{5000}){5000}'), {}),
         "gen-regex-100k": (lambda: Grammar.from_regex(r'(\{"id":[0-9]+,"ok":(true|false)\}\n)*'), {}),
         "gen-json-array-100k": (lambda: Grammar.from_gbnf(

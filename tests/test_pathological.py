@@ -15,24 +15,29 @@ from logitgate import Grammar, LimitError
 from logitgate.errors import SchemaError
 
 
+def _bench():
+    """bench/bench_reliability.py, whose input generators the tests share."""
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent.parent / "bench")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import bench_reliability
+
+    return bench_reliability
+
+
 def _nested(depth: int, kind: str) -> dict:
-    s: dict = {"type": "integer"}
-    for _ in range(depth):
-        s = {"type": "object", "properties": {"a": s}, "required": ["a"]} if kind == "object" else \
-            {"type": "array", "items": s}
-    return s
+    return _bench().nested(depth, kind)
 
 
 def _ref_chain(n: int) -> dict:
-    defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(n)}
-    defs[f"d{n}"] = {"type": "integer"}
-    return {"$defs": defs, "$ref": "#/$defs/d0"}
+    return _bench().ref_chain(n)
 
 
 def _rules(n: int, gbnf: bool) -> str:
-    arrow, start = (" ::= ", "root") if gbnf else (": ", "start")
-    lines = [f"{start}{arrow}r0"] + [f'r{i}{arrow}"k{i}" r{i + 1} | "e{i}"' for i in range(n - 1)]
-    return "\n".join(lines + [f'r{n - 1}{arrow}"end"'])
+    return _bench().chain_rules(n, gbnf)
 
 
 def test_state_explosion_is_refused_quickly(tok_spm) -> None:
