@@ -24,6 +24,7 @@ PUBLIC_MODULES = [
     "logitgate.vocab",
     "logitgate.grammar",
     "logitgate.limits",
+    "logitgate.recognizers",
     "logitgate.errors",
     "logitgate.json_schema.keywords",
     "logitgate.integrations.models",

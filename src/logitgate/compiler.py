@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from .vocab import Tokenizer
 if TYPE_CHECKING:
     from .grammar.cfg import CFG
 
-__all__ = ["CompiledGrammar", "CompiledCFG", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
+__all__ = ["CompiledGrammar", "CompiledCFG", "CompiledRecognizer", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
 
 CACHE_SIZE = 128
 """How many compiled grammars the process-wide cache keeps (least recently used are dropped)."""
@@ -277,7 +277,170 @@ def _compile_uncached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar
                            f"or a long chain of rules each referring to the next)") from None
 
 
+class CompiledRecognizer(CompiledGrammar):
+    """A Python recognizer (``Grammar.from_recognizer``) bound to a tokenizer. Its states are
+    interned as integers as they are met; byte transitions, end checks and token masks are
+    memoised per state, so a state met again costs a dictionary lookup (thread-safe: one lock)."""
+
+    def __init__(self, grammar: Grammar, tokenizer: Tokenizer, recognizer: Any) -> None:
+        self.grammar = grammar
+        self.tokenizer = tokenizer
+        self.trie = tokenizer.trie
+        self.recognizer = recognizer  # a FunctionalRecognizer raising RecognizerError on failure
+        self.mask_words = (tokenizer.vocab_size + 31) // 32
+        eos = np.zeros(self.mask_words, dtype=np.uint32)
+        for t in tokenizer.eos_token_ids:
+            eos[t >> 5] |= np.uint32(1 << (t & 31))
+        self.eos_mask = _readonly(eos.view(np.int32))
+        self._lock = threading.RLock()
+        self._ids: dict[Any, int] = {}
+        self._states: list[Any] = []
+        self._next: dict[int, int] = {}  # state id * 256 + byte -> next id, -1 when refused
+        self._ends: dict[int, bool] = {}
+        self._masks: dict[int, np.ndarray] = {}
+        self._forced: dict[int, bytes] = {}
+        self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
+        self._max_forced = get_limits().max_forced_bytes
+        self._walk: tuple[list[int], list[int]] | None = None
+        self._start = self._intern(recognizer.initial())
+
+    def _intern(self, state: Any) -> int:
+        sid = self._ids.get(state)
+        if sid is None:
+            sid = self._ids[state] = len(self._states)
+            self._states.append(state)
+        return sid
+
+    def _step(self, sid: int, byte: int) -> int:
+        key = sid * 256 + byte
+        nxt = self._next.get(key)
+        if nxt is None:
+            state = self._states[sid]
+            rec = self.recognizer
+            nxt = self._intern(rec.append(state, byte)) if rec.byte_allowed(state, byte) else -1
+            self._next[key] = nxt
+        return nxt
+
+    def state_of(self, sid: int) -> Any:
+        """The recognizer's own state behind a matcher state."""
+        return self._states[sid]
+
+    @property
+    def initial_state(self) -> int:  # type: ignore[override]
+        return self._start
+
+    @property
+    def n_states(self) -> int:  # type: ignore[override]
+        """Recognizer states met so far."""
+        return len(self._states)
+
+    def advance_token(self, state: int, token_id: int) -> int:  # type: ignore[override]
+        if token_id >= self.trie.n_tokens or self.trie.token_node[token_id] < 0:
+            return -1
+        start, end = self.trie.token_span(token_id)
+        return self.advance_bytes(state, self.trie.token_flat[start:end].tobytes())
+
+    def advance_bytes(self, state: int, data: bytes) -> int:  # type: ignore[override]
+        with self._lock:
+            for b in data:
+                state = self._step(state, b)
+                if state < 0:
+                    return -1
+        return state
+
+    def is_accepting(self, state: int) -> bool:  # type: ignore[override]
+        end = self._ends.get(state)
+        if end is None:
+            with self._lock:
+                end = self._ends[state] = self.recognizer.special_allowed(self._states[state], "eos")
+        return end
+
+    def forced_bytes(self, state: int) -> bytes:  # type: ignore[override]
+        """The bytes every continuation starts with: followed while exactly one byte is allowed
+        and the text may not end (256 ``byte_allowed`` calls per byte, memoised)."""
+        forced = self._forced.get(state)
+        if forced is None:
+            out = bytearray()
+            s = state
+            with self._lock:
+                while len(out) < self._max_forced and not self.is_accepting(s):
+                    live = [(b, n) for b in range(256) if (n := self._step(s, b)) >= 0]
+                    if len(live) != 1:
+                        break
+                    out.append(live[0][0])
+                    s = live[0][1]
+                forced = self._forced[state] = bytes(out)
+        return forced
+
+    def token_mask(self, state: int) -> np.ndarray:  # type: ignore[override]
+        mask = self._masks.get(state)
+        if mask is None:
+            with self._lock:
+                mask = self._masks.get(state)
+                if mask is None:
+                    mask = self._compute_mask(state)
+                    self._masks[state] = mask
+                    if len(self._masks) > self._max_masks:
+                        del self._masks[next(iter(self._masks))]
+        return mask
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        """Walk the token trie in pre-order from ``state``, one transition per node, pruning the
+        subtree below a refused byte (the transitions are memoised, so a state met again is free)."""
+        if self._walk is None:
+            self._walk = (self.trie.nodes.tolist(), self.trie.subtree_end.tolist())
+        nodes, subtree_end = self._walk
+        out = np.zeros(self.mask_words, dtype=np.uint32)
+        ids: list[int] = []  # the allowed token ids, set in ``out`` at once after the walk
+        stack = [0] * (self.trie.max_depth + 1)
+        stack[0] = state
+        step = self._step
+        n = len(nodes)
+        i = 1
+        while i < n:
+            r = nodes[i]
+            d = (r >> 8) & 0xFFFF
+            s = step(stack[d - 1], r & 0xFF)
+            if s < 0:
+                i = subtree_end[i]
+                continue
+            stack[d] = s
+            t = (r >> 24) - 1
+            if t >= 0:
+                ids.append(t)
+            i += 1
+        if ids:
+            arr = np.asarray(ids, dtype=np.int64)
+            np.bitwise_or.at(out, arr >> 5, np.left_shift(np.uint32(1), (arr & 31).astype(np.uint32)))
+        trie_kernels.copy_dups(out, self.trie.dup_first, self.trie.dup_other)
+        words = out.view(np.int32)
+        if self.is_accepting(state):
+            words |= self.eos_mask
+        return _readonly(words)
+
+    def build_index(self) -> "CompiledRecognizer":
+        """A recognizer's states are only known as they are met: nothing to precompute."""
+        return self
+
+    def start_background_index(self) -> bool:
+        return False
+
+    @property
+    def n_masks_computed(self) -> int:
+        return len(self._masks)
+
+    @property
+    def index_nbytes(self) -> int:
+        return sum(m.nbytes for m in list(self._masks.values()))
+
+    def __repr__(self) -> str:
+        return (f"CompiledGrammar(recognizer={self.grammar.source!r}, states met={self.n_states}, "
+                f"tokenizer={self.tokenizer.name or self.tokenizer.fingerprint[:12]!r})")
+
+
 def _build(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
+    if grammar.kind == "recognizer":
+        return CompiledRecognizer(grammar, tokenizer, grammar._rec[1])
     if grammar.kind == "regex":
         try:
             dfa = regex_dfa(grammar.tree)

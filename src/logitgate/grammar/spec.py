@@ -47,6 +47,7 @@ class Grammar:
     _ir: GrammarIR | None = field(default=None, compare=False, repr=False, hash=False)
     _cfg: Any = field(default=None, compare=False, repr=False, hash=False)
     _relaxed: tuple = field(default=(), compare=False, repr=False, hash=False)
+    _rec: Any = field(default=None, compare=False, repr=False, hash=False)
 
     @classmethod
     def from_regex(cls, pattern: str, flags: int | re.RegexFlag = 0) -> "Grammar":
@@ -203,6 +204,20 @@ class Grammar:
                                        f"(more than {e.value} states, even with every relaxation level)",
                                        limit=e.limit, value=e.value, pointer="") from None
         raise AssertionError("unreachable")
+
+    @classmethod
+    def from_recognizer(cls, recognizer: Any, *, name: str | None = None) -> "Grammar":
+        """A constraint written in Python (``logitgate.recognizers``): a FunctionalRecognizer
+        (``initial``, ``append``, ``byte_allowed``, ``special_allowed``), a CharRecognizer
+        (``initial``, ``add_char``, ``allowed_chars``, ``can_end``) or a StringRecognizer
+        (``initial``, ``append``, ``allowed``, ``special_allowed``). States must be immutable and
+        hashable. ``name`` labels it in reprs (default: its class). Each recognizer object is its
+        own constraint for the compile cache. Raises ``TypeError`` for an object that is none of these."""
+        from ..recognizers import as_functional
+
+        functional = as_functional(recognizer)
+        label = name or f"{type(recognizer).__module__}.{type(recognizer).__qualname__}"
+        return cls("recognizer", label, 0, (("object", id(recognizer)),), _rec=(recognizer, functional))
 
     @classmethod
     def json(cls, *, whitespace: str = "compact") -> "Grammar":

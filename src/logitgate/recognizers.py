@@ -1,0 +1,371 @@
+"""Custom constraints written in Python: the byte-level recognizer interfaces of AICI's token trie
+(``FunctionalRecognizer``, the ``Recognizer`` byte stack, ``StringRecognizer``) and character
+parsers in lm-format-enforcer's style (``CharRecognizer``).
+
+    class Digits:                                   # a FunctionalRecognizer over an int state
+        def initial(self): return 0
+        def byte_allowed(self, n, b): return 48 <= b <= 57 and n < 4
+        def append(self, n, b): return n + 1
+        def special_allowed(self, n, token): return token == "eos" and n > 0
+
+    g = logitgate.Grammar.from_recognizer(Digits())
+    m = logitgate.Matcher(logitgate.compile(g, tokenizer))   # masks, rollback, fork as for a regex
+
+States must be immutable and hashable: the compiled constraint memoises, per state, the byte
+transitions it met and the token mask (a walk of the token trie that asks ``byte_allowed`` once
+per trie node reachable from the state and prunes a whole subtree at a refused byte). The first
+mask at a new state costs one Python call per live trie node (tens of milliseconds to a second
+on a 131k vocabulary, depending on how much of the vocabulary the state allows); later masks at
+the same state are a row copy. ``special_allowed(state, "eos")`` says where the text may end.
+
+A method that raises, or returns something other than a bool where a bool is due, raises
+``RecognizerError`` naming the method, the state and the byte.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from .errors import LogitgateError
+
+__all__ = [
+    "FunctionalRecognizer",
+    "Recognizer",
+    "StringRecognizer",
+    "CharRecognizer",
+    "StackRecognizer",
+    "RecognizerError",
+    "as_functional",
+    "EOS",
+]
+
+S = TypeVar("S", bound=Hashable)
+EOS = "eos"
+"""The special token a recognizer is asked about: may the text end here."""
+
+
+class RecognizerError(LogitgateError, ValueError):
+    """A user recognizer failed: ``method``, ``state`` and ``byte`` (None where not applicable) name
+    the call; the cause is chained."""
+
+    def __init__(self, message: str, *, method: str = "", state: Any = None, byte: int | None = None) -> None:
+        self.method = method
+        self.state = state
+        self.byte = byte
+        super().__init__(message)
+
+
+@runtime_checkable
+class FunctionalRecognizer(Protocol[S]):
+    """A byte-level recognizer over immutable, hashable states (AICI's ``FunctionalRecognizer``)."""
+
+    def initial(self) -> S:
+        """The state before any byte."""
+
+    def append(self, state: S, byte: int) -> S:
+        """The state after ``byte`` (called only where ``byte_allowed(state, byte)``)."""
+
+    def byte_allowed(self, state: S, byte: int) -> bool:
+        """Whether ``byte`` may come next."""
+
+    def special_allowed(self, state: S, token: str) -> bool:
+        """Whether the special token ``token`` may come next (``"eos"``: the text may end here)."""
+
+
+@runtime_checkable
+class StringRecognizer(Protocol[S]):
+    """A recognizer that offers whole strings next (the interface AICI's seed lists as planned)."""
+
+    def initial(self) -> S:
+        """The state before any text."""
+
+    def append(self, state: S, text: str) -> S:
+        """The state after ``text``, one of the strings ``allowed(state)`` offered."""
+
+    def allowed(self, state: S) -> Iterable[str]:
+        """The non-empty strings that may come next."""
+
+    def special_allowed(self, state: S) -> Iterable[str]:
+        """The special tokens allowed next (``"eos"`` where the text may end)."""
+
+
+@runtime_checkable
+class CharRecognizer(Protocol[S]):
+    """A character-level parser in lm-format-enforcer's style: it offers the characters allowed next."""
+
+    def initial(self) -> S:
+        """The state before any character."""
+
+    def add_char(self, state: S, ch: str) -> S:
+        """The state after the character ``ch`` (one of ``allowed_chars(state)``)."""
+
+    def allowed_chars(self, state: S) -> Iterable[str]:
+        """The characters that may come next."""
+
+    def can_end(self, state: S) -> bool:
+        """Whether the text may end here."""
+
+
+def _as_bool(value: Any, method: str, state: Any, byte: int | None = None) -> bool:
+    if value is True or value is False:
+        return value
+    try:
+        import numpy as np
+
+        if isinstance(value, np.bool_):
+            return bool(value)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    where = f" for byte {byte}" if byte is not None else ""
+    raise RecognizerError(f"{method}() returned {type(value).__name__} {value!r}, not a bool, at state {state!r}"
+                          f"{where}", method=method, state=state, byte=byte)
+
+
+def _call(rec: Any, method: str, state: Any, *args: Any, byte: int | None = None) -> Any:
+    try:
+        return getattr(rec, method)(state, *args)
+    except RecognizerError:
+        raise
+    except Exception as exc:
+        where = f" for byte {byte}" if byte is not None else ""
+        raise RecognizerError(f"{type(rec).__name__}.{method}() raised {type(exc).__name__}: {exc} at state "
+                              f"{state!r}{where}", method=method, state=state, byte=byte) from exc
+
+
+class _Checked:
+    """A FunctionalRecognizer wrapped so that every failure is a ``RecognizerError``."""
+
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
+
+    def initial(self) -> Any:
+        try:
+            state = self.rec.initial()
+        except Exception as exc:
+            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
+                                  method="initial") from exc
+        _hashable(state, "initial", None)
+        return state
+
+    def byte_allowed(self, state: Any, byte: int) -> bool:
+        return _as_bool(_call(self.rec, "byte_allowed", state, byte, byte=byte), "byte_allowed", state, byte)
+
+    def append(self, state: Any, byte: int) -> Any:
+        nxt = _call(self.rec, "append", state, byte, byte=byte)
+        _hashable(nxt, "append", state, byte)
+        return nxt
+
+    def special_allowed(self, state: Any, token: str) -> bool:
+        return _as_bool(_call(self.rec, "special_allowed", state, token), "special_allowed", state)
+
+
+def _hashable(state: Any, method: str, prev: Any, byte: int | None = None) -> None:
+    try:
+        hash(state)
+    except TypeError:
+        raise RecognizerError(f"{method}() returned an unhashable state {state!r} (states must be immutable and "
+                              f"hashable), from state {prev!r}", method=method, state=prev, byte=byte) from None
+
+
+class _FromStrings:
+    """A StringRecognizer as a FunctionalRecognizer. A state is a frozenset of (the string
+    recognizer's state, the bytes of an allowed string read so far): when one allowed string is a
+    prefix of another, both readings are followed."""
+
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
+        self._encoded: dict[Any, tuple[bytes, ...]] = {}
+
+    def _strings(self, s: Any) -> tuple[bytes, ...]:
+        out = self._encoded.get(s)
+        if out is None:
+            try:
+                texts = list(self.rec.allowed(s))
+            except Exception as exc:
+                raise RecognizerError(f"{type(self.rec).__name__}.allowed() raised {type(exc).__name__}: {exc} at "
+                                      f"state {s!r}", method="allowed", state=s) from exc
+            for t in texts:
+                if not isinstance(t, str) or not t:
+                    raise RecognizerError(f"allowed() offered {t!r} at state {s!r}: strings must be non-empty str",
+                                          method="allowed", state=s)
+            out = tuple(sorted({t.encode("utf-8") for t in texts}))
+            self._encoded[s] = out
+        return out
+
+    def initial(self) -> frozenset:
+        try:
+            return frozenset({(self.rec.initial(), b"")})
+        except Exception as exc:
+            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
+                                  method="initial") from exc
+
+    def byte_allowed(self, state: frozenset, byte: int) -> bool:
+        return any(enc.startswith(pending + bytes((byte,))) for s, pending in state for enc in self._strings(s))
+
+    def append(self, state: frozenset, byte: int) -> frozenset:
+        out = set()
+        for s, pending in state:
+            nxt = pending + bytes((byte,))
+            for enc in self._strings(s):
+                if enc == nxt:
+                    text = enc.decode("utf-8")
+                    try:
+                        out.add((self.rec.append(s, text), b""))
+                    except Exception as exc:
+                        raise RecognizerError(f"{type(self.rec).__name__}.append() raised {type(exc).__name__}: "
+                                              f"{exc} at state {s!r} for {text!r}", method="append", state=s) from exc
+                elif enc.startswith(nxt):
+                    out.add((s, nxt))
+        return frozenset(out)
+
+    def special_allowed(self, state: frozenset, token: str) -> bool:
+        for s, pending in state:
+            if pending:
+                continue
+            try:
+                if token in set(self.rec.special_allowed(s)):
+                    return True
+            except Exception as exc:
+                raise RecognizerError(f"{type(self.rec).__name__}.special_allowed() raised {type(exc).__name__}: "
+                                      f"{exc} at state {s!r}", method="special_allowed", state=s) from exc
+        return False
+
+
+class _FromChars:
+    """A CharRecognizer as a FunctionalRecognizer: a state is (the parser's state, the UTF-8 bytes
+    of a character begun but not finished)."""
+
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
+        self._prefixes: dict[Any, tuple[frozenset, frozenset]] = {}
+
+    def _allowed(self, s: Any) -> tuple[frozenset, frozenset]:
+        """(the allowed characters' encodings, every proper prefix of them)."""
+        got = self._prefixes.get(s)
+        if got is None:
+            try:
+                chars = list(self.rec.allowed_chars(s))
+            except Exception as exc:
+                raise RecognizerError(f"{type(self.rec).__name__}.allowed_chars() raised {type(exc).__name__}: {exc} "
+                                      f"at state {s!r}", method="allowed_chars", state=s) from exc
+            for c in chars:
+                if not isinstance(c, str) or len(c) != 1:
+                    raise RecognizerError(f"allowed_chars() offered {c!r} at state {s!r}: single characters only",
+                                          method="allowed_chars", state=s)
+            encs = frozenset(c.encode("utf-8") for c in chars)
+            prefixes = frozenset(e[:k] for e in encs for k in range(1, len(e)))
+            got = (encs, prefixes)
+            self._prefixes[s] = got
+        return got
+
+    def initial(self) -> tuple:
+        try:
+            return (self.rec.initial(), b"")
+        except Exception as exc:
+            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
+                                  method="initial") from exc
+
+    def byte_allowed(self, state: tuple, byte: int) -> bool:
+        s, pending = state
+        nxt = pending + bytes((byte,))
+        encs, prefixes = self._allowed(s)
+        return nxt in encs or nxt in prefixes
+
+    def append(self, state: tuple, byte: int) -> tuple:
+        s, pending = state
+        nxt = pending + bytes((byte,))
+        encs, _ = self._allowed(s)
+        if nxt in encs:
+            ch = nxt.decode("utf-8")
+            try:
+                return (self.rec.add_char(s, ch), b"")
+            except Exception as exc:
+                raise RecognizerError(f"{type(self.rec).__name__}.add_char() raised {type(exc).__name__}: {exc} at "
+                                      f"state {s!r} for {ch!r}", method="add_char", state=s) from exc
+        return (s, nxt)
+
+    def special_allowed(self, state: tuple, token: str) -> bool:
+        s, pending = state
+        if pending or token != EOS:
+            return False
+        return _as_bool(_call(self.rec, "can_end", s), "can_end", s)
+
+
+def as_functional(rec: Any) -> Any:
+    """Any supported recognizer as a FunctionalRecognizer whose failures are ``RecognizerError``s.
+    Tried in order: FunctionalRecognizer (``byte_allowed``), CharRecognizer (``allowed_chars``),
+    StringRecognizer (``allowed``)."""
+    if all(callable(getattr(rec, m, None)) for m in ("initial", "append", "byte_allowed", "special_allowed")):
+        return _Checked(rec)
+    if all(callable(getattr(rec, m, None)) for m in ("initial", "add_char", "allowed_chars", "can_end")):
+        return _Checked(_FromChars(rec))
+    if all(callable(getattr(rec, m, None)) for m in ("initial", "append", "allowed", "special_allowed")):
+        return _Checked(_FromStrings(rec))
+    raise TypeError(f"{type(rec).__name__} is not a recognizer: implement FunctionalRecognizer (initial, append, "
+                    "byte_allowed, special_allowed), CharRecognizer (initial, add_char, allowed_chars, can_end) or "
+                    "StringRecognizer (initial, append, allowed, special_allowed)")
+
+
+class Recognizer(Protocol):
+    """AICI's mutable byte-stack recognizer, as the token-trie walk drives it."""
+
+    def push_byte(self, byte: int) -> None:
+        """Append ``byte`` (it must be allowed)."""
+
+    def pop_bytes(self, num: int) -> None:
+        """Undo the last ``num`` bytes."""
+
+    def collapse(self) -> None:
+        """Forget the undo history: the current state becomes the only one."""
+
+    def byte_allowed(self, byte: int) -> bool:
+        """Whether ``byte`` may come next."""
+
+    def special_allowed(self, token: str) -> bool:
+        """Whether the special token may come next (``"eos"``)."""
+
+    def trie_finished(self) -> None:
+        """Called when a walk of the token trie is over."""
+
+    def try_push_byte(self, byte: int) -> bool:
+        """``push_byte`` if allowed; whether it was."""
+
+
+class StackRecognizer(Recognizer, Generic[S]):
+    """A ``Recognizer`` (byte stack) over any FunctionalRecognizer: a stack of its states."""
+
+    def __init__(self, rec: FunctionalRecognizer[S]) -> None:
+        self.rec = rec
+        self.stack: list[S] = [rec.initial()]
+
+    @property
+    def state(self) -> S:
+        """The current state."""
+        return self.stack[-1]
+
+    def push_byte(self, byte: int) -> None:
+        self.stack.append(self.rec.append(self.stack[-1], byte))
+
+    def pop_bytes(self, num: int) -> None:
+        if not 0 <= num < len(self.stack):
+            raise ValueError(f"cannot pop {num} bytes from a stack of {len(self.stack) - 1}")
+        if num:
+            del self.stack[-num:]
+
+    def collapse(self) -> None:
+        self.stack = [self.stack[-1]]
+
+    def byte_allowed(self, byte: int) -> bool:
+        return bool(self.rec.byte_allowed(self.stack[-1], byte))
+
+    def special_allowed(self, token: str) -> bool:
+        return bool(self.rec.special_allowed(self.stack[-1], token))
+
+    def trie_finished(self) -> None:
+        self.collapse()
+
+    def try_push_byte(self, byte: int) -> bool:
+        if not self.byte_allowed(byte):
+            return False
+        self.push_byte(byte)
+        return True

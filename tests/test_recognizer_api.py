@@ -1,0 +1,166 @@
+"""Grammar.from_recognizer: the adapters and the compiled form, checked against equivalent regexes
+(whose masks the regex tests check against brute force) on both real tokenizers."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import logitgate as lg
+from logitgate.recognizers import RecognizerError, StackRecognizer, as_functional
+
+
+class Digits:
+    """Two to six ASCII digits (the regex [0-9]{2,6})."""
+
+    def initial(self):
+        return 0
+
+    def byte_allowed(self, n, byte):
+        return 48 <= byte <= 57 and n < 6
+
+    def append(self, n, byte):
+        return n + 1
+
+    def special_allowed(self, n, token):
+        return token == "eos" and n >= 2
+
+
+class Words:
+    """A StringRecognizer: one or more of the words, separated by nothing (the regex (a|ab|bc)+)."""
+
+    def initial(self):
+        return 0
+
+    def append(self, n, text):
+        return min(n + 1, 3)
+
+    def allowed(self, n):
+        return ["a", "ab", "bc"]
+
+    def special_allowed(self, n):
+        return {"eos"} if n > 0 else set()
+
+
+class Accents:
+    """A CharRecognizer: letters from 'é', '日', 'x', at most four (the regex [éx日]{1,4})."""
+
+    def initial(self):
+        return 0
+
+    def add_char(self, n, ch):
+        return n + 1
+
+    def allowed_chars(self, n):
+        return "éx日" if n < 4 else ""
+
+    def can_end(self, n):
+        return n > 0
+
+
+CASES = [(Digits, r"[0-9]{2,6}"), (Words, r"(a|ab|bc)+"), (Accents, r"[éx日]{1,4}")]
+
+
+@pytest.mark.parametrize("make, regex", CASES, ids=[c[0].__name__ for c in CASES])
+def test_masks_equal_the_equivalent_regex_along_random_walks(make, regex, real_tok):
+    tok = real_tok
+    rec = lg.compile(lg.Grammar.from_recognizer(make()), tok)
+    ref = lg.compile(lg.Grammar.from_regex(regex), tok)
+    eos = set(tok.eos_token_ids)
+    for seed in range(3):
+        rng = random.Random(seed)
+        a, b = lg.Matcher(rec, max_rollback=-1), lg.Matcher(ref, max_rollback=-1)
+        for _ in range(8):
+            got, want = a.allowed_token_ids(), b.allowed_token_ids()
+            assert np.array_equal(got, want), (make.__name__, len(got), len(want))
+            assert a.is_accepting() == b.is_accepting()
+            assert a.find_jump_forward_bytes() == b.find_jump_forward_bytes()
+            choices = [int(t) for t in want if int(t) not in eos]
+            if not choices:
+                break
+            t = rng.choice(choices)
+            assert a.accept_token(t) and b.accept_token(t)
+        # rollback and fork land on the same masks as a fresh matcher at the same text
+        side = a.fork()
+        here = b.allowed_token_ids()
+        if a.rollback(1):
+            assert b.rollback(1)
+            assert np.array_equal(a.allowed_token_ids(), b.allowed_token_ids())
+        assert np.array_equal(side.allowed_token_ids(), here)  # the fork kept its position
+
+
+def test_jump_forward_follows_a_single_continuation(tok_spm):
+    class Hello:
+        def initial(self):
+            return 0
+
+        def append(self, n, text):
+            return n + 1
+
+        def allowed(self, n):
+            return ["hello world"] if n == 0 else []
+
+        def special_allowed(self, n):
+            return {"eos"} if n == 1 else set()
+
+    m = lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Hello()), tok_spm))
+    assert m.find_jump_forward_bytes() == b"hello world"
+    assert m.accept_string("hello") and m.find_jump_forward_bytes() == b" world"
+
+
+def test_each_recognizer_object_is_its_own_constraint(tok_spm):
+    a, b = lg.Grammar.from_recognizer(Digits()), lg.Grammar.from_recognizer(Digits())
+    assert a != b and a.cache_key != b.cache_key
+    assert lg.compile(a, tok_spm) is lg.compile(a, tok_spm)
+
+
+class Broken(Digits):
+    def __init__(self, where: str, how: str) -> None:
+        self.where, self.how = where, how
+
+    def _fail(self, method, value):
+        if method != self.where:
+            return value
+        if self.how == "raise":
+            raise KeyError("boom")
+        if self.how == "non-bool":
+            return "yes"
+        return [1, 2]  # an unhashable state
+
+    def byte_allowed(self, n, byte):
+        return self._fail("byte_allowed", super().byte_allowed(n, byte)) if byte == 55 else super().byte_allowed(n, byte)
+
+    def append(self, n, byte):
+        return self._fail("append", super().append(n, byte))
+
+    def special_allowed(self, n, token):
+        return self._fail("special_allowed", super().special_allowed(n, token))
+
+
+@pytest.mark.parametrize("where, how, needle", [
+    ("byte_allowed", "raise", "Broken.byte_allowed() raised KeyError: 'boom' at state 0 for byte 55"),
+    ("byte_allowed", "non-bool", "byte_allowed() returned str 'yes', not a bool, at state 0 for byte 55"),
+    ("append", "raise", "Broken.append() raised KeyError"),
+    ("append", "unhashable", "append() returned an unhashable state [1, 2]"),
+    ("special_allowed", "non-bool", "special_allowed() returned str 'yes'"),
+])
+def test_a_failing_recognizer_names_the_method_state_and_byte(tok_spm, where, how, needle):
+    m = lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Broken(where, how)), tok_spm))
+    with pytest.raises(RecognizerError) as info:
+        m.allowed_token_ids()
+    assert needle in str(info.value) and info.value.method == where
+
+
+def test_not_a_recognizer_and_the_byte_stack():
+    with pytest.raises(TypeError, match="is not a recognizer"):
+        lg.Grammar.from_recognizer(object())
+    s = StackRecognizer(as_functional(Digits()))
+    assert s.try_push_byte(ord("4")) and not s.try_push_byte(ord("x")) and not s.special_allowed("eos")
+    s.push_byte(ord("2"))
+    assert s.special_allowed("eos") and s.state == 2
+    s.pop_bytes(1)
+    assert s.state == 1
+    s.collapse()
+    with pytest.raises(ValueError):
+        s.pop_bytes(1)
