@@ -164,3 +164,34 @@ def test_not_a_recognizer_and_the_byte_stack():
     s.collapse()
     with pytest.raises(ValueError):
         s.pop_bytes(1)
+
+
+def test_a_numba_recognizer_walks_in_compiled_code_and_matches_the_regex(real_tok):
+    import numba
+
+    from logitgate.recognizers import NumbaRecognizer
+
+    @numba.njit
+    def step(n, b):
+        if 48 <= b <= 57 and n < 6:
+            return n + 1
+        return -1
+
+    @numba.njit
+    def accepting(n):
+        return n >= 2
+
+    rec = lg.compile(lg.Grammar.from_recognizer(NumbaRecognizer(step, accepting)), real_tok)
+    ref = lg.compile(lg.Grammar.from_regex(r"[0-9]{2,6}"), real_tok)
+    rng = random.Random(3)
+    a, b = lg.Matcher(rec), lg.Matcher(ref)
+    for _ in range(7):
+        want = b.allowed_token_ids()
+        assert np.array_equal(a.allowed_token_ids(), want) and a.is_accepting() == b.is_accepting()
+        choices = [int(t) for t in want if int(t) not in real_tok.eos_token_ids]
+        if not choices:
+            break
+        t = rng.choice(choices)
+        assert a.accept_token(t) and b.accept_token(t)
+    with pytest.raises(TypeError, match="must be a numba.njit function"):
+        NumbaRecognizer(lambda n, b: n, accepting)

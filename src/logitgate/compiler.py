@@ -386,7 +386,13 @@ class CompiledRecognizer(CompiledGrammar):
 
     def _compute_mask(self, state: int) -> np.ndarray:
         """Walk the token trie in pre-order from ``state``, one transition per node, pruning the
-        subtree below a refused byte (the transitions are memoised, so a state met again is free)."""
+        subtree below a refused byte (the transitions are memoised, so a state met again is free).
+        A ``NumbaRecognizer`` walks in compiled code instead."""
+        from .recognizers import NumbaRecognizer
+
+        native = self.grammar._rec[0]
+        if isinstance(native, NumbaRecognizer):
+            return self._compute_mask_numba(native, state)
         if self._walk is None:
             self._walk = (self.trie.nodes.tolist(), self.trie.subtree_end.tolist())
         nodes, subtree_end = self._walk
@@ -412,6 +418,22 @@ class CompiledRecognizer(CompiledGrammar):
         if ids:
             arr = np.asarray(ids, dtype=np.int64)
             np.bitwise_or.at(out, arr >> 5, np.left_shift(np.uint32(1), (arr & 31).astype(np.uint32)))
+        trie_kernels.copy_dups(out, self.trie.dup_first, self.trie.dup_other)
+        words = out.view(np.int32)
+        if self.is_accepting(state):
+            words |= self.eos_mask
+        return _readonly(words)
+
+    def _compute_mask_numba(self, rec: Any, state: int) -> np.ndarray:
+        from .recognizers import RecognizerError
+
+        out = np.zeros(self.mask_words, dtype=np.uint32)
+        try:
+            trie_kernels.fill_mask_step(rec.step, np.int64(self._states[state]), self.trie.nodes,
+                                        self.trie.subtree_end, self.trie.max_depth, out)
+        except Exception as exc:  # a typing error in the user's function, found when the walk compiles
+            raise RecognizerError(f"the numba walk over step() failed at state {self._states[state]!r}: "
+                                  f"{type(exc).__name__}: {exc}", method="step", state=self._states[state]) from exc
         trie_kernels.copy_dups(out, self.trie.dup_first, self.trie.dup_other)
         words = out.view(np.int32)
         if self.is_accepting(state):

@@ -36,6 +36,7 @@ __all__ = [
     "StackRecognizer",
     "RecognizerError",
     "as_functional",
+    "NumbaRecognizer",
     "EOS",
 ]
 
@@ -289,6 +290,43 @@ class _FromChars:
         if pending or token != EOS:
             return False
         return _as_bool(_call(self.rec, "can_end", s), "can_end", s)
+
+
+class NumbaRecognizer(FunctionalRecognizer[int]):
+    """A recognizer over int64 states given as two numba functions, so that the whole walk of the
+    token trie runs in compiled code (no Python call per trie node):
+
+        @numba.njit
+        def step(state, byte):      # the next state, or a negative number when byte is refused
+            ...
+        @numba.njit
+        def accepting(state):       # whether the text may end here
+            ...
+        g = logitgate.Grammar.from_recognizer(NumbaRecognizer(step, accepting, initial=0))
+
+    The walk is compiled once per ``step`` function (a fraction of a second on first use); masks
+    are memoised per state. It is also a FunctionalRecognizer (each call goes through numba's
+    dispatcher from Python), so every adapter and check applies to it."""
+
+    def __init__(self, step: Any, accepting: Any, initial: int = 0) -> None:
+        for name, fn in (("step", step), ("accepting", accepting)):
+            if not hasattr(fn, "py_func"):
+                raise TypeError(f"NumbaRecognizer: {name} must be a numba.njit function, not {type(fn).__name__}")
+        self.step = step
+        self.accepting = accepting
+        self.start = int(initial)
+
+    def initial(self) -> int:
+        return self.start
+
+    def byte_allowed(self, state: int, byte: int) -> bool:
+        return int(self.step(state, byte)) >= 0
+
+    def append(self, state: int, byte: int) -> int:
+        return int(self.step(state, byte))
+
+    def special_allowed(self, state: int, token: str) -> bool:
+        return token == EOS and bool(self.accepting(state))
 
 
 def as_functional(rec: Any) -> Any:
