@@ -195,3 +195,28 @@ def test_a_numba_recognizer_walks_in_compiled_code_and_matches_the_regex(real_to
         assert a.accept_token(t) and b.accept_token(t)
     with pytest.raises(TypeError, match="must be a numba.njit function"):
         NumbaRecognizer(lambda n, b: n, accepting)
+
+
+def test_a_slow_recognizer_is_stopped_by_its_time_cap(tok_tekken):
+    import time as _time
+
+    class Slow:
+        def initial(self):
+            return 0
+
+        def byte_allowed(self, n, byte):
+            _time.sleep(0.0005)
+            return True
+
+        def append(self, n, byte):
+            return min(n + 1, 3)
+
+        def special_allowed(self, n, token):
+            return True
+
+    with lg.using_limits(max_recognizer_seconds=0.2):
+        compiled = lg.compile(lg.Grammar.from_recognizer(Slow()), tok_tekken)
+    t = _time.perf_counter()
+    with pytest.raises(RecognizerError, match="max_recognizer_seconds=0.2"):
+        lg.Matcher(compiled).allowed_token_ids()
+    assert _time.perf_counter() - t < 10

@@ -17,6 +17,7 @@ measured slower than "lazy" on 2 cores (the two threads compete), hence the defa
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
@@ -301,6 +302,7 @@ class CompiledRecognizer(CompiledGrammar):
         self._forced: dict[int, bytes] = {}
         self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
         self._max_forced = get_limits().max_forced_bytes
+        self._max_seconds = get_limits().max_recognizer_seconds or float("inf")
         self._walk: tuple[list[int], list[int]] | None = None
         self._start = self._intern(recognizer.initial())
 
@@ -403,7 +405,20 @@ class CompiledRecognizer(CompiledGrammar):
         step = self._step
         n = len(nodes)
         i = 1
+        deadline = time.monotonic() + self._max_seconds
+        check = 4096
         while i < n:
+            check -= 1
+            if not check:
+                check = 4096
+                if time.monotonic() > deadline:
+                    from .recognizers import RecognizerError
+
+                    raise RecognizerError(
+                        f"the token mask at state {self._states[state]!r} took over "
+                        f"Limits.max_recognizer_seconds={self._max_seconds:g} s (byte_allowed/append too slow?); "
+                        "raise it with logitgate.using_limits(max_recognizer_seconds=...)",
+                        method="byte_allowed", state=self._states[state])
             r = nodes[i]
             d = (r >> 8) & 0xFFFF
             s = step(stack[d - 1], r & 0xFF)

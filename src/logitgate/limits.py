@@ -36,7 +36,8 @@ __all__ = ["Limits", "get_limits", "set_limits", "using_limits", "compile_deadli
 @dataclass(frozen=True)
 class Limits:
     """Caps on compile time and memory per constraint (defaults in parentheses). ``0`` or ``None``
-    for ``max_compile_seconds`` means no deadline; every other cap must be positive."""
+    for ``max_compile_seconds`` and ``max_recognizer_seconds`` means no limit; every other cap
+    must be positive."""
 
     max_source_bytes: int = 8 << 20
     """Largest regex, grammar or schema text (UTF-8 bytes) accepted (8 MiB, the server's body cap):
@@ -87,6 +88,11 @@ class Limits:
     """Longest forced (jump-forward) string one ``forced_bytes`` call returns for a grammar (1 KiB):
     each byte is a parser step."""
 
+    max_recognizer_seconds: float | None = 30.0
+    """Longest one token mask of a Python recognizer (``Grammar.from_recognizer``) may take to
+    compute (30 s): a slow or looping ``byte_allowed``/``append`` is stopped with a
+    ``RecognizerError`` naming this cap (checked every 4096 trie nodes). ``0``/``None``: no limit."""
+
     mask_cache_bytes: int = 256 << 20
     """Memory one compiled grammar may spend memoising token masks (256 MiB; least recently used
     are dropped, its lexer-level walks get half as much again)."""
@@ -94,9 +100,9 @@ class Limits:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "max_compile_seconds":
+            if f.name in ("max_compile_seconds", "max_recognizer_seconds"):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-                    raise ValueError(f"Limits.max_compile_seconds must be a number >= 0 or None, not {v!r}")
+                    raise ValueError(f"Limits.{f.name} must be a number >= 0 or None, not {v!r}")
             elif isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"Limits.{f.name} must be a positive int, not {v!r}")
 
