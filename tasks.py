@@ -4,7 +4,7 @@
     python3 tasks.py demo     # create .venv, install logitgate + the embedded model, run the demo
     python3 tasks.py test     # create .venv, install logitgate[dev], run the test suite
     python3 tasks.py bench    # install the peer engines too, run the side-by-side benchmarks
-                              # (`bench regex|grammar|json|model|controllers|server|server-load|reliability` for one)
+                              # (`bench regex|grammar|json|model|controllers|server|server-load|reliability|recognizers` for one)
     python3 tasks.py docs     # the test environment, then the documentation site into site/ (warnings are errors)
     python3 tasks.py package  # the test environment, then wheel + sdist into dist/, each installed into a
                               # clean virtualenv (in a temp folder) and smoke-tested there
@@ -95,11 +95,11 @@ def main(argv: list[str]) -> int:
     elif task == "test":
         cmd = [PY, "-m", "pytest", "-q", *rest]
     else:
-        # `python3 tasks.py bench [regex|grammar|json|model|controllers|server|server-load|reliability] [options]`
+        # `python3 tasks.py bench [regex|grammar|json|model|controllers|server|server-load|reliability|recognizers] [options]`
         scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py",
                    "model": "bench_model.py", "controllers": "bench_controllers.py",
                    "server": "bench_server.py", "server-load": "bench_server_load.py",
-                   "reliability": "bench_reliability.py"}
+                   "reliability": "bench_reliability.py", "recognizers": "bench_recognizers.py"}
         which = rest[0] if rest and rest[0] in scripts else None
         args = rest[1:] if which else rest
         rc = 0

@@ -212,7 +212,8 @@ def _bench(args: argparse.Namespace) -> int:
     bench = Path(args.bench_dir) if args.bench_dir else root / "bench"
     scripts = {"regex": "bench_regex.py", "grammar": "bench_grammar.py", "json": "bench_json_schema.py",
                "model": "bench_model.py", "controllers": "bench_controllers.py", "server": "bench_server.py",
-               "server-load": "bench_server_load.py", "reliability": "bench_reliability.py"}
+               "server-load": "bench_server_load.py", "reliability": "bench_reliability.py",
+               "recognizers": "bench_recognizers.py"}
     if not (bench / scripts["regex"]).is_file():
         raise SystemExit(f"logitgate bench runs the benchmarks of a source checkout; no bench/ folder at {bench} "
                          "(clone the repository, or pass --bench-dir)")
@@ -383,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")
     bench.add_argument("which", nargs="?", choices=["all", "regex", "grammar", "json", "model", "controllers", "server",
-                                                      "server-load", "reliability"], default="all")
+                                                      "server-load", "reliability", "recognizers"], default="all")
     bench.add_argument("--plot", action="store_true", help="write PNG plots next to the results")
     bench.add_argument("--bench-dir", default=None, help="the bench/ folder (default: the source checkout's)")
     bench.epilog = "Other options are passed on to the benchmark script (see bench/*.py --help)."
