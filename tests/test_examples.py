@@ -29,6 +29,7 @@ SPEC: dict[str, tuple[tuple[str, ...], str, float]] = {
     "llama_cpp_processor": (("llama_cpp",), "completion: ", 120),
     "controller_fork": (("llama_cpp",), "two languages:", 120),
     "transformers_logits_processor": (("torch", "transformers", "gguf"), "time in the processor", 300),
+    "recognizers": (("llama_cpp",), "all recognizers: valid outputs", 180),
     "server_openai_client": (("fastapi", "uvicorn", "httpx", "openai", "llama_cpp"), "tool call: get_weather", 180),
 }
 
