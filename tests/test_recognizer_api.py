@@ -220,3 +220,19 @@ def test_a_slow_recognizer_is_stopped_by_its_time_cap(tok_tekken):
     with pytest.raises(RecognizerError, match="max_recognizer_seconds=0.2"):
         lg.Matcher(compiled).allowed_token_ids()
     assert _time.perf_counter() - t < 10
+
+
+def test_in_a_batch_a_failing_recognizer_ends_only_its_own_sequence(tok_spm):
+    good = lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Digits()), tok_spm))
+    bad = lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Broken("byte_allowed", "raise")), tok_spm))
+    ref = lg.Matcher(lg.compile(lg.Grammar.from_regex(r"[0-9]{2,6}"), tok_spm))
+    bm = lg.allocate_token_bitmask(2, tok_spm.vocab_size)
+    for threads in (1, 2):
+        lg.fill_next_token_bitmasks([bad, good], bm, num_threads=threads)
+        assert np.array_equal(np.flatnonzero(lg.bitmask_to_bool(bm[1], tok_spm.vocab_size)), ref.allowed_token_ids())
+        assert np.array_equal(np.flatnonzero(lg.bitmask_to_bool(bm[0], tok_spm.vocab_size)),
+                              sorted(tok_spm.eos_token_ids))
+        assert bad.is_error() and "byte_allowed" in str(bad.get_error()) and not good.is_error()
+    assert bad.is_terminated() and not bad.accept_token(int(ref.allowed_token_ids()[0]))
+    bad.reset()
+    assert not bad.is_error()

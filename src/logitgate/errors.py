@@ -10,6 +10,7 @@ __all__ = [
     "TokenizerError",
     "CompileError",
     "LimitError",
+    "RecognizerError",
 ]
 
 
@@ -199,3 +200,14 @@ class SchemaLimitError(LimitError, SchemaError):
         self.value = value
         SchemaError.__init__(self, f"{reason}: {LimitError.advice(limit, value)}" if limit else reason,
                              pointer=pointer)
+
+
+class RecognizerError(LogitgateError, ValueError):
+    """A user recognizer (``Grammar.from_recognizer``) failed: ``method``, ``state`` and ``byte``
+    (None where not applicable) name the call; the cause is chained."""
+
+    def __init__(self, message: str, *, method: str = "", state: object = None, byte: int | None = None) -> None:
+        self.method = method
+        self.state = state
+        self.byte = byte
+        super().__init__(message)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .bitmask import bitmask_to_bool
 from .compiler import CompiledCFG, CompiledGrammar
+from .errors import RecognizerError
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
 
@@ -29,7 +30,7 @@ class Matcher:
     is refused, until ``rollback`` or ``reset``.
     """
 
-    __slots__ = ("compiled", "max_rollback", "_state", "_history", "_terminated", "_cfg")
+    __slots__ = ("compiled", "max_rollback", "_state", "_history", "_terminated", "_cfg", "_error")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback: int = 16) -> None:
         if not isinstance(compiled, CompiledGrammar):
@@ -44,6 +45,7 @@ class Matcher:
         self._state = compiled.initial_state
         self._history: deque[tuple[object, bool]] = deque(maxlen=None if max_rollback < 0 else max_rollback)
         self._terminated = False
+        self._error: Exception | None = None
 
     # -- masks --------------------------------------------------------------------------------
     def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
@@ -62,7 +64,23 @@ class Matcher:
         return np.flatnonzero(allowed).astype(np.int64)
 
     def _current_mask(self) -> np.ndarray:
-        return self.compiled.eos_mask if self._terminated else self.compiled.token_mask(self._state)
+        if self._terminated:
+            return self.compiled.eos_mask
+        try:
+            return self.compiled.token_mask(self._state)
+        except RecognizerError as exc:  # a user recognizer failed: raised once, then the sequence ends
+            self._error = exc
+            self._terminated = True
+            raise
+
+    def is_error(self) -> bool:
+        """A user recognizer (``Grammar.from_recognizer``) failed here: the matcher is terminated
+        (only EOS is allowed) and ``get_error()`` holds the ``RecognizerError``."""
+        return self._error is not None
+
+    def get_error(self) -> Exception | None:
+        """The ``RecognizerError`` that terminated the matcher, or None."""
+        return self._error
 
     # -- stepping -----------------------------------------------------------------------------
     def accept_token(self, token_id: int) -> bool:
@@ -149,10 +167,11 @@ class Matcher:
                 self._state = prev
 
     def reset(self) -> None:
-        """Back to the start, history cleared."""
+        """Back to the start, history and error cleared."""
         self._state = self.compiled.initial_state
         self._history.clear()
         self._terminated = False
+        self._error = None
 
     def fork(self) -> "Matcher":
         """An independent copy at the same position (history included); O(history)."""
@@ -163,6 +182,7 @@ class Matcher:
         twin._state = self._state.copy() if self._cfg else self._state
         twin._history = self._history.copy()
         twin._terminated = self._terminated
+        twin._error = self._error
         return twin
 
     # -- queries ------------------------------------------------------------------------------
@@ -209,7 +229,8 @@ def fill_next_token_bitmasks(
     *, num_threads: int | None = None,
 ) -> None:
     """Fill row ``indices[k]`` (default ``k``) of ``bitmask`` for ``matchers[k]``, on several
-    threads (the mask kernels release the GIL)."""
+    threads (the mask kernels release the GIL). A matcher whose user recognizer fails ends alone:
+    its row allows only EOS and its ``is_error()`` is true; the other rows are filled as usual."""
     global _pool
     rows = list(range(len(matchers))) if indices is None else list(indices)
     if len(rows) != len(matchers):
@@ -217,8 +238,15 @@ def fill_next_token_bitmasks(
     threads = num_threads or min(len(matchers), os.cpu_count() or 1)
     if threads <= 1 or len(matchers) <= 1:
         for m, r in zip(matchers, rows):
-            m.fill_next_token_bitmask(bitmask, r)
+            _fill_alone(m, bitmask, r)
         return
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="logitgate")
-    list(_pool.map(lambda mr: mr[0].fill_next_token_bitmask(bitmask, mr[1]), zip(matchers, rows)))
+    list(_pool.map(lambda mr: _fill_alone(mr[0], bitmask, mr[1]), zip(matchers, rows)))
+
+
+def _fill_alone(m: Matcher, bitmask: np.ndarray, row: int) -> None:
+    try:
+        m.fill_next_token_bitmask(bitmask, row)
+    except RecognizerError:
+        m.fill_next_token_bitmask(bitmask, row)  # terminated by the error: EOS only

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from .errors import LogitgateError
+from .errors import RecognizerError
 
 __all__ = [
     "FunctionalRecognizer",
@@ -43,17 +43,6 @@ __all__ = [
 S = TypeVar("S", bound=Hashable)
 EOS = "eos"
 """The special token a recognizer is asked about: may the text end here."""
-
-
-class RecognizerError(LogitgateError, ValueError):
-    """A user recognizer failed: ``method``, ``state`` and ``byte`` (None where not applicable) name
-    the call; the cause is chained."""
-
-    def __init__(self, message: str, *, method: str = "", state: Any = None, byte: int | None = None) -> None:
-        self.method = method
-        self.state = state
-        self.byte = byte
-        super().__init__(message)
 
 
 @runtime_checkable
