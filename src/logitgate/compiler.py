@@ -304,6 +304,10 @@ class CompiledRecognizer(CompiledGrammar):
         self._max_forced = get_limits().max_forced_bytes
         self._max_seconds = get_limits().max_recognizer_seconds or float("inf")
         self._walk: tuple[list[int], list[int]] | None = None
+        from .recognizers import NumbaRecognizer
+
+        native = grammar._rec[0]
+        self._numba = native if isinstance(native, NumbaRecognizer) else None  # walks in compiled code
         self._start = self._intern(recognizer.initial())
 
     def _intern(self, state: Any) -> int:
@@ -390,11 +394,8 @@ class CompiledRecognizer(CompiledGrammar):
         """Walk the token trie in pre-order from ``state``, one transition per node, pruning the
         subtree below a refused byte (the transitions are memoised, so a state met again is free).
         A ``NumbaRecognizer`` walks in compiled code instead."""
-        from .recognizers import NumbaRecognizer
-
-        native = self.grammar._rec[0]
-        if isinstance(native, NumbaRecognizer):
-            return self._compute_mask_numba(native, state)
+        if self._numba is not None:
+            return self._compute_mask_numba(self._numba, state)
         if self._walk is None:
             self._walk = (self.trie.nodes.tolist(), self.trie.subtree_end.tolist())
         nodes, subtree_end = self._walk

@@ -24,7 +24,9 @@ A method that raises, or returns something other than a bool where a bool is due
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Generic, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
 
 from .errors import RecognizerError
 
@@ -99,27 +101,31 @@ class CharRecognizer(Protocol[S]):
 def _as_bool(value: Any, method: str, state: Any, byte: int | None = None) -> bool:
     if value is True or value is False:
         return value
-    try:
-        import numpy as np
-
-        if isinstance(value, np.bool_):
-            return bool(value)
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
+    if isinstance(value, np.bool_):
+        return bool(value)
     where = f" for byte {byte}" if byte is not None else ""
     raise RecognizerError(f"{method}() returned {type(value).__name__} {value!r}, not a bool, at state {state!r}"
                           f"{where}", method=method, state=state, byte=byte)
 
 
-def _call(rec: Any, method: str, state: Any, *args: Any, byte: int | None = None) -> Any:
+_NO_STATE = object()
+
+
+def _call(rec: Any, method: str, *args: Any, state: Any = _NO_STATE, byte: int | None = None, what: str = "",
+          then: Callable[[Any], Any] | None = None) -> Any:
+    """``rec.method(*args)`` (and ``then`` of its result, e.g. ``list`` of an iterator), any
+    failure raised as a ``RecognizerError`` naming the class, the method, ``state``, ``byte`` and
+    ``what`` (e.g. `` for 'text'``)."""
     try:
-        return getattr(rec, method)(state, *args)
+        out = getattr(rec, method)(*args)
+        return out if then is None else then(out)
     except RecognizerError:
         raise
     except Exception as exc:
-        where = f" for byte {byte}" if byte is not None else ""
-        raise RecognizerError(f"{type(rec).__name__}.{method}() raised {type(exc).__name__}: {exc} at state "
-                              f"{state!r}{where}", method=method, state=state, byte=byte) from exc
+        at = "" if state is _NO_STATE else f" at state {state!r}"
+        where = f" for byte {byte}" if byte is not None else what
+        raise RecognizerError(f"{type(rec).__name__}.{method}() raised {type(exc).__name__}: {exc}{at}{where}",
+                              method=method, state=None if state is _NO_STATE else state, byte=byte) from exc
 
 
 class _Checked:
@@ -129,24 +135,21 @@ class _Checked:
         self.rec = rec
 
     def initial(self) -> Any:
-        try:
-            state = self.rec.initial()
-        except Exception as exc:
-            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
-                                  method="initial") from exc
+        state = _call(self.rec, "initial")
         _hashable(state, "initial", None)
         return state
 
     def byte_allowed(self, state: Any, byte: int) -> bool:
-        return _as_bool(_call(self.rec, "byte_allowed", state, byte, byte=byte), "byte_allowed", state, byte)
+        return _as_bool(_call(self.rec, "byte_allowed", state, byte, state=state, byte=byte), "byte_allowed", state,
+                        byte)
 
     def append(self, state: Any, byte: int) -> Any:
-        nxt = _call(self.rec, "append", state, byte, byte=byte)
+        nxt = _call(self.rec, "append", state, byte, state=state, byte=byte)
         _hashable(nxt, "append", state, byte)
         return nxt
 
     def special_allowed(self, state: Any, token: str) -> bool:
-        return _as_bool(_call(self.rec, "special_allowed", state, token), "special_allowed", state)
+        return _as_bool(_call(self.rec, "special_allowed", state, token, state=state), "special_allowed", state)
 
 
 def _hashable(state: Any, method: str, prev: Any, byte: int | None = None) -> None:
@@ -169,11 +172,7 @@ class _FromStrings:
     def _strings(self, s: Any) -> tuple[bytes, ...]:
         out = self._encoded.get(s)
         if out is None:
-            try:
-                texts = list(self.rec.allowed(s))
-            except Exception as exc:
-                raise RecognizerError(f"{type(self.rec).__name__}.allowed() raised {type(exc).__name__}: {exc} at "
-                                      f"state {s!r}", method="allowed", state=s) from exc
+            texts = _call(self.rec, "allowed", s, state=s, then=list)
             for t in texts:
                 if not isinstance(t, str) or not t:
                     raise RecognizerError(f"allowed() offered {t!r} at state {s!r}: strings must be non-empty str",
@@ -183,11 +182,7 @@ class _FromStrings:
         return out
 
     def initial(self) -> frozenset:
-        try:
-            return frozenset({(self.rec.initial(), b"")})
-        except Exception as exc:
-            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
-                                  method="initial") from exc
+        return frozenset({(_call(self.rec, "initial"), b"")})
 
     def byte_allowed(self, state: frozenset, byte: int) -> bool:
         return any(enc.startswith(pending + bytes((byte,))) for s, pending in state for enc in self._strings(s))
@@ -199,11 +194,7 @@ class _FromStrings:
             for enc in self._strings(s):
                 if enc == nxt:
                     text = enc.decode("utf-8")
-                    try:
-                        out.add((self.rec.append(s, text), b""))
-                    except Exception as exc:
-                        raise RecognizerError(f"{type(self.rec).__name__}.append() raised {type(exc).__name__}: "
-                                              f"{exc} at state {s!r} for {text!r}", method="append", state=s) from exc
+                    out.add((_call(self.rec, "append", s, text, state=s, what=f" for {text!r}"), b""))
                 elif enc.startswith(nxt):
                     out.add((s, nxt))
         return frozenset(out)
@@ -212,12 +203,8 @@ class _FromStrings:
         for s, pending in state:
             if pending:
                 continue
-            try:
-                if token in set(self.rec.special_allowed(s)):
-                    return True
-            except Exception as exc:
-                raise RecognizerError(f"{type(self.rec).__name__}.special_allowed() raised {type(exc).__name__}: "
-                                      f"{exc} at state {s!r}", method="special_allowed", state=s) from exc
+            if token in _call(self.rec, "special_allowed", s, state=s, then=set):
+                return True
         return False
 
 
@@ -233,11 +220,7 @@ class _FromChars:
         """(the allowed characters' encodings, every proper prefix of them)."""
         got = self._prefixes.get(s)
         if got is None:
-            try:
-                chars = list(self.rec.allowed_chars(s))
-            except Exception as exc:
-                raise RecognizerError(f"{type(self.rec).__name__}.allowed_chars() raised {type(exc).__name__}: {exc} "
-                                      f"at state {s!r}", method="allowed_chars", state=s) from exc
+            chars = _call(self.rec, "allowed_chars", s, state=s, then=list)
             for c in chars:
                 if not isinstance(c, str) or len(c) != 1:
                     raise RecognizerError(f"allowed_chars() offered {c!r} at state {s!r}: single characters only",
@@ -249,11 +232,7 @@ class _FromChars:
         return got
 
     def initial(self) -> tuple:
-        try:
-            return (self.rec.initial(), b"")
-        except Exception as exc:
-            raise RecognizerError(f"{type(self.rec).__name__}.initial() raised {type(exc).__name__}: {exc}",
-                                  method="initial") from exc
+        return (_call(self.rec, "initial"), b"")
 
     def byte_allowed(self, state: tuple, byte: int) -> bool:
         s, pending = state
@@ -267,18 +246,14 @@ class _FromChars:
         encs, _ = self._allowed(s)
         if nxt in encs:
             ch = nxt.decode("utf-8")
-            try:
-                return (self.rec.add_char(s, ch), b"")
-            except Exception as exc:
-                raise RecognizerError(f"{type(self.rec).__name__}.add_char() raised {type(exc).__name__}: {exc} at "
-                                      f"state {s!r} for {ch!r}", method="add_char", state=s) from exc
+            return (_call(self.rec, "add_char", s, ch, state=s, what=f" for {ch!r}"), b"")
         return (s, nxt)
 
     def special_allowed(self, state: tuple, token: str) -> bool:
         s, pending = state
         if pending or token != EOS:
             return False
-        return _as_bool(_call(self.rec, "can_end", s), "can_end", s)
+        return _as_bool(_call(self.rec, "can_end", s, state=s), "can_end", s)
 
 
 class NumbaRecognizer(FunctionalRecognizer[int]):
