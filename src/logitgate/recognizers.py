@@ -23,8 +23,8 @@ A method that raises, or returns something other than a bool where a bool is due
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import Any, Callable, Generic, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
