@@ -146,21 +146,12 @@ def _lmfe(tok, walks: list[list[int]]) -> list[float] | None:
         return None
     import logging
 
+    from json_schema_worker import lmfe_tokenizer_data
+
     logging.getLogger().setLevel(logging.CRITICAL)
-    tokens = tok.tokens
-    regular = []
-    for i, b in enumerate(tokens):
-        if i in tok.special_ids or not b:
-            continue
-        try:
-            regular.append((i, b.decode("utf-8"), True))
-        except UnicodeDecodeError:
-            regular.append((i, b.decode("utf-8", "replace"), False))
-
-    def decoder(ids):
-        return b"".join(tokens[i] for i in ids).decode("utf-8", "replace").rstrip("\ufffd")
-
-    data = TokenEnforcerTokenizerData(regular, decoder, sorted(tok.eos_token_ids)[0], False, tok.vocab_size)
+    eos = sorted(tok.eos_token_ids)[0]
+    data = lmfe_tokenizer_data(TokenEnforcerTokenizerData, tok.tokens, set(tok.special_ids) | set(tok.eos_token_ids),
+                               eos, tok.vocab_size)
     times = []
     for seq in walks:
         enforcer = TokenEnforcer(data, JsonSchemaParser(None))

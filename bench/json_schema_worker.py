@@ -273,6 +273,24 @@ class OutlinesCoreSchemaEngine(OutlinesCoreEngine):
 # --------------------------------------------------------------------------- lm-format-enforcer
 
 
+def lmfe_tokenizer_data(data_cls, tokens, skip_ids, eos_id: int, vocab_size: int):
+    """lm-format-enforcer's ``TokenEnforcerTokenizerData`` (``data_cls``) from token bytes: every
+    token not in ``skip_ids`` and not empty as ``(id, text, is_new_word)`` (see ``LMFEEngine``)."""
+    regular = []
+    for i, t in enumerate(tokens):
+        if i in skip_ids or not t:
+            continue
+        try:
+            regular.append((i, t.decode("utf-8"), True))
+        except UnicodeDecodeError:
+            regular.append((i, t.decode("utf-8", "replace"), False))
+
+    def decoder(ids):
+        return b"".join(tokens[i] for i in ids).decode("utf-8", "replace").rstrip("\ufffd")
+
+    return data_cls(regular, decoder, eos_id, False, vocab_size)
+
+
 class LMFEEngine(Engine):
     """lm-format-enforcer: ``JsonSchemaParser(schema_dict)`` + ``TokenEnforcer(tokenizer_data,
     parser)``; the mask is ``get_allowed_tokens(prefix)`` (a list of ids, ``use_bitmask=False``)
@@ -303,20 +321,8 @@ class LMFEEngine(Engine):
 
     def _setup(self):
         v = self.vocab
-        tokens = v.tokens
-        regular = []
-        for i, t in enumerate(tokens):
-            if i in v.special_ids or i in v.eos_ids or not t:
-                continue
-            try:
-                regular.append((i, t.decode("utf-8"), True))
-            except UnicodeDecodeError:
-                regular.append((i, t.decode("utf-8", "replace"), False))
-
-        def decoder(ids):
-            return b"".join(tokens[i] for i in ids).decode("utf-8", "replace").rstrip("\ufffd")
-
-        self.data = self.TokenEnforcerTokenizerData(regular, decoder, v.eos_id, False, v.vocab_size)
+        self.data = lmfe_tokenizer_data(self.TokenEnforcerTokenizerData, v.tokens, set(v.special_ids) | set(v.eos_ids),
+                                        v.eos_id, v.vocab_size)
         self.width = (v.vocab_size + 31) // 32
 
     def compile_schema(self, item):
