@@ -96,7 +96,64 @@ def _numba_versions():
     def br_accepting(state):
         return (state & 1) == 1 and ((state >> 1) & 15) == 0
 
-    return {"luhn": NumbaRecognizer(luhn_step, luhn_valid, 0), "brackets": NumbaRecognizer(br_step, br_accepting, 0)}
+    # The language of the regex [0-9]{13,19} itself: state = digits so far
+    @numba.njit
+    def dg_step(state, byte):
+        return state + 1 if 48 <= byte <= 57 and state < 19 else -1
+
+    @numba.njit
+    def dg_accepting(state):
+        return state >= 13
+
+    return {"luhn": NumbaRecognizer(luhn_step, luhn_valid, 0), "brackets": NumbaRecognizer(br_step, br_accepting, 0),
+            "digits{13,19}": NumbaRecognizer(dg_step, dg_accepting, 0)}
+
+
+class _Digits:
+    """13 to 19 ASCII digits: the language of the regex ``[0-9]{13,19}``, as a Python recognizer."""
+
+    def initial(self) -> int:
+        return 0
+
+    def byte_allowed(self, n: int, byte: int) -> bool:
+        return 48 <= byte <= 57 and n < 19
+
+    def append(self, n: int, byte: int) -> int:
+        return n + 1
+
+    def special_allowed(self, n: int, token: str) -> bool:
+        return token == "eos" and n >= 13
+
+
+def _as_dfa_compiled(lg, rec, tok, max_states: int = 20_000):
+    """The built-in DFA engine (what a regex compiles to) on the same automaton as a
+    ``NumbaRecognizer``: its states explored exhaustively (256 ``step`` calls per state) into a
+    ``ByteDFA``. The fair "equivalent regex" where no short regex exists (Luhn)."""
+    from logitgate.automata import ByteDFA
+    from logitgate.compiler import CompiledGrammar
+
+    ids = {rec.start: 0}
+    order = [rec.start]
+    rows = []
+    for s in order:
+        row = np.full(256, -1, np.int32)
+        for b in range(256):
+            n = int(rec.step(s, b))
+            if n >= 0:
+                if n not in ids:
+                    if len(order) >= max_states:
+                        raise RuntimeError("too many states to explore")
+                    ids[n] = len(order)
+                    order.append(n)
+                row[b] = ids[n]
+        rows.append(row)
+    trans = np.stack(rows)
+    accepting = np.array([[bool(rec.accepting(s))] for s in order])
+    classes = np.arange(256, dtype=np.uint8)
+    for a in (trans, accepting, classes):
+        a.setflags(write=False)
+    dfa = ByteDFA(trans, 0, accepting, np.ones_like(accepting), classes, trans)
+    return CompiledGrammar(lg.Grammar("dfa", "explored", 0, (("object", id(rec)),)), tok, dfa), len(order)
 
 
 def _walks(compiled, tok, rng: random.Random, n_walks: int, steps: int) -> list[list[int]]:
@@ -129,8 +186,7 @@ def _replay(compiled, walks: list[list[int]], *, clear: bool = False) -> list[fl
         m = lg.Matcher(compiled)
         for t in [*seq, None]:
             if clear:
-                compiled._masks.clear()
-                compiled._next.clear()
+                compiled._forget()
             t0 = time.perf_counter()
             m.fill_next_token_bitmask(bm, 0)
             times.append(time.perf_counter() - t0)
@@ -186,7 +242,8 @@ def main() -> int:
     numba_recs = _numba_versions()
     makers = {
         "words-50k": (lambda: ex.WordList(ex.make_words(50_000)), None),
-        "luhn": (ex.Luhn, r"[0-9]{13,19}"),
+        "digits{13,19}": (_Digits, r"[0-9]{13,19}"),
+        "luhn": (ex.Luhn, None),
         "brackets": (ex.Brackets, None),
         "json (char-level)": (ex.CharJSON, None),
     }
@@ -206,6 +263,9 @@ def main() -> int:
                 nb = lg.compile(lg.Grammar.from_recognizer(numba_recs[name]), tok, cache=False)
                 _replay(lg.compile(lg.Grammar.from_recognizer(numba_recs[name]), tok, cache=False), walks[:1])  # jit
                 rows.append(("numba", _replay(nb, walks)))
+                if regex is None and name == "luhn":
+                    dfa_c, n_states = _as_dfa_compiled(lg, numba_recs[name], tok)
+                    rows.append((f"DFA engine, same automaton ({n_states} states)", _replay(dfa_c, walks)))
             if regex:
                 rows.append(("regex (built-in)", _replay(lg.compile(lg.Grammar.from_regex(regex), tok, cache=False),
                                                          walks)))

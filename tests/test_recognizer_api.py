@@ -236,3 +236,154 @@ def test_in_a_batch_a_failing_recognizer_ends_only_its_own_sequence(tok_spm):
     assert bad.is_terminated() and not bad.accept_token(int(ref.allowed_token_ids()[0]))
     bad.reset()
     assert not bad.is_error()
+
+
+def _walk_equal(rec_compiled, ref_compiled, tok, seed: int, steps: int = 8) -> None:
+    """Masks and ends equal along a random walk of allowed tokens."""
+    rng = random.Random(seed)
+    a, b = lg.Matcher(rec_compiled), lg.Matcher(ref_compiled)
+    for _ in range(steps):
+        want = b.allowed_token_ids()
+        assert np.array_equal(a.allowed_token_ids(), want) and a.is_accepting() == b.is_accepting()
+        choices = [int(t) for t in want if int(t) not in tok.eos_token_ids]
+        if not choices:
+            break
+        t = rng.choice(choices)
+        assert a.accept_token(t) and b.accept_token(t)
+
+
+def test_a_jitclass_recognizer_matches_the_regex(real_tok):
+    from numba import int64
+    from numba.experimental import jitclass
+
+    from logitgate.recognizers import NumbaRecognizer
+
+    @jitclass([("lo", int64), ("hi", int64)])
+    class Count:
+        def __init__(self, lo, hi):
+            self.lo = lo
+            self.hi = hi
+
+        def step(self, n, b):
+            return n + 1 if 48 <= b <= 57 and n < self.hi else -1
+
+        def accepting(self, n):
+            return n >= self.lo
+
+    rec = NumbaRecognizer.from_jitclass(Count(2, 6))
+    ref = lg.compile(lg.Grammar.from_regex(r"[0-9]{2,6}"), real_tok)
+    for seed in range(3):
+        _walk_equal(lg.compile(lg.Grammar.from_recognizer(rec), real_tok, cache=False), ref, real_tok, seed)
+    with pytest.raises(TypeError, match="not a numba jitclass"):
+        NumbaRecognizer.from_jitclass(Digits())
+
+
+class DigitsWithBytes(Digits):
+    """Digits, also offering every allowed byte at once (the optional ``allowed_bytes``)."""
+
+    calls = 0
+
+    def byte_allowed(self, n, byte):
+        DigitsWithBytes.calls += 1
+        return super().byte_allowed(n, byte)
+
+    def allowed_bytes(self, n):
+        return range(48, 58) if n < 6 else ()
+
+
+def test_allowed_bytes_replaces_byte_allowed_in_the_walk(real_tok):
+    ref = lg.compile(lg.Grammar.from_regex(r"[0-9]{2,6}"), real_tok)
+    DigitsWithBytes.calls = 0
+    _walk_equal(lg.compile(lg.Grammar.from_recognizer(DigitsWithBytes()), real_tok, cache=False), ref, real_tok, 5)
+    assert DigitsWithBytes.calls == 0
+
+    class Bad(Digits):
+        def allowed_bytes(self, n):
+            return [48, 300]
+
+    with pytest.raises(RecognizerError, match=r"allowed_bytes\(\) offered 300"):
+        lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Bad()), real_tok, cache=False)).allowed_token_ids()
+
+
+class Mod7:
+    """Decimal numbers whose value is 0 mod 7, up to 12 digits: states repeat (value mod 7, length)."""
+
+    def initial(self):
+        return (0, 0)
+
+    def byte_allowed(self, s, byte):
+        return 48 <= byte <= 57 and s[1] < 12
+
+    def append(self, s, byte):
+        return ((s[0] * 10 + byte - 48) % 7, s[1] + 1)
+
+    def special_allowed(self, s, token):
+        return token == "eos" and s[1] > 0 and s[0] == 0
+
+
+def _brute_force(tok, rec, state) -> np.ndarray:
+    """The allowed ids at ``state``, one token at a time through the recognizer (no trie)."""
+    out = []
+    for t, data in enumerate(tok.tokens):
+        if t in tok.special_ids or not data:
+            continue
+        s, ok = state, True
+        for b in data:
+            if not rec.byte_allowed(s, b):
+                ok = False
+                break
+            s = rec.append(s, b)
+        if ok:
+            out.append(t)
+    if rec.special_allowed(state, "eos"):
+        out.extend(tok.eos_token_ids)
+    return np.array(sorted(set(out)), dtype=np.int64)
+
+
+def test_explored_transitions_give_the_brute_force_mask_and_survive_forget_and_growth(tok_spm):
+    rec = Mod7()
+    compiled = lg.compile(lg.Grammar.from_recognizer(rec), tok_spm, cache=False)
+    cap0 = compiled._ht_keys.shape[0]
+    rng = random.Random(11)
+    m = lg.Matcher(compiled)
+    state = rec.initial()
+    for _ in range(6):
+        got = m.allowed_token_ids()
+        assert np.array_equal(got, _brute_force(tok_spm, rec, state))
+        choices = [int(t) for t in got if int(t) not in tok_spm.eos_token_ids]
+        if not choices:
+            break
+        t = rng.choice(choices)
+        assert m.accept_token(t)
+        for b in tok_spm.tokens[t]:
+            state = rec.append(state, b)
+    before = compiled._ht_used
+    assert before > 0 and compiled._ht_keys.shape[0] >= 2 * before
+    compiled._forget()  # memo and table gone: the same masks come back from the recognizer
+    assert compiled._ht_used == 0 and not compiled._masks
+    assert np.array_equal(m.allowed_token_ids(), _brute_force(tok_spm, rec, state))
+
+
+def test_the_transition_table_grows_and_keeps_every_entry(tok_spm):
+    from logitgate.kernels.recognizer_kernels import EMPTY, HASH_MULT
+
+    compiled = lg.compile(lg.Grammar.from_recognizer(Mod7()), tok_spm, cache=False)
+    rng = np.random.default_rng(0)
+    want: dict[int, int] = {}
+    for _ in range(5):  # batches, with repeated keys overwritten
+        keys = rng.integers(0, 1 << 40, 3000, dtype=np.int64)
+        keys[:100] = list(want)[:100] or keys[:100]
+        vals = rng.integers(-1, 1 << 20, 3000).astype(np.int32)
+        compiled._ht_add(keys, vals)
+        want.update(zip(keys.tolist(), vals.tolist()))
+    table_keys, table_vals = compiled._ht_keys, compiled._ht_vals
+    cap = table_keys.shape[0]
+    assert cap > 1 << 12 and compiled._ht_used == len(want) and 2 * len(want) <= cap
+    live = table_keys != EMPTY
+    assert dict(zip(table_keys[live].tolist(), table_vals[live].tolist())) == want
+    # every key is found by probing from its hash slot without meeting an empty slot
+    for key in list(want)[:500]:
+        slot = ((key * int(HASH_MULT)) & (2**64 - 1)) >> compiled._ht_shift  # the kernels' uint64 product
+        while table_keys[slot] != key:
+            assert table_keys[slot] != EMPTY
+            slot = (slot + 1) % cap

@@ -28,7 +28,7 @@ from .automata import ByteDFA, regex_dfa
 from .errors import CompileError, LimitError, RegexError, RegexLimitError
 from .grammar import Grammar
 from .limits import compile_deadline, get_limits
-from .kernels import trie_kernels
+from .kernels import recognizer_kernels, trie_kernels
 from .vocab import Tokenizer
 
 if TYPE_CHECKING:
@@ -298,12 +298,18 @@ class CompiledRecognizer(CompiledGrammar):
         self._states: list[Any] = []
         self._next: dict[int, int] = {}  # state id * 256 + byte -> next id, -1 when refused
         self._ends: dict[int, bool] = {}
+        self._byte_sets: dict[int, frozenset[int]] = {}  # from the optional allowed_bytes(state)
         self._masks: dict[int, np.ndarray] = {}
         self._forced: dict[int, bytes] = {}
         self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
         self._max_forced = get_limits().max_forced_bytes
         self._max_seconds = get_limits().max_recognizer_seconds or float("inf")
-        self._walk: tuple[list[int], list[int]] | None = None
+        self._ht_keys = np.full(1 << 12, recognizer_kernels.EMPTY, np.int64)  # explored transitions
+        self._ht_vals = np.empty(1 << 12, np.int32)
+        self._ht_shift = 64 - 12
+        self._ht_used = 0
+        self._miss_node: np.ndarray | None = None  # scratch of the walk (under the lock)
+        self._miss_state: np.ndarray | None = None
         from .recognizers import NumbaRecognizer
 
         native = grammar._rec[0]
@@ -323,7 +329,14 @@ class CompiledRecognizer(CompiledGrammar):
         if nxt is None:
             state = self._states[sid]
             rec = self.recognizer
-            nxt = self._intern(rec.append(state, byte)) if rec.byte_allowed(state, byte) else -1
+            if rec.allowed_bytes is not None:  # one call per state rather than one per (state, byte)
+                allowed = self._byte_sets.get(sid)
+                if allowed is None:
+                    allowed = self._byte_sets[sid] = rec.allowed_bytes(state)
+                ok = byte in allowed
+            else:
+                ok = rec.byte_allowed(state, byte)
+            nxt = self._intern(rec.append(state, byte)) if ok else -1
             self._next[key] = nxt
         return nxt
 
@@ -391,28 +404,36 @@ class CompiledRecognizer(CompiledGrammar):
         return mask
 
     def _compute_mask(self, state: int) -> np.ndarray:
-        """Walk the token trie in pre-order from ``state``, one transition per node, pruning the
-        subtree below a refused byte (the transitions are memoised, so a state met again is free).
-        A ``NumbaRecognizer`` walks in compiled code instead."""
+        """The token mask at ``state``: a walk of the token trie over the transitions explored so
+        far (compiled code, ``recognizer_kernels.walk_ranges``), stopping at each unexplored one;
+        those are asked of the recognizer (one ``byte_allowed``/``append`` per new (state, byte),
+        memoised for the constraint's lifetime) and the walk resumes below them. A
+        ``NumbaRecognizer`` walks in compiled code instead."""
         if self._numba is not None:
             return self._compute_mask_numba(self._numba, state)
-        if self._walk is None:
-            self._walk = (self.trie.nodes.tolist(), self.trie.subtree_end.tolist())
-        nodes, subtree_end = self._walk
+        trie = self.trie
+        nodes, subtree_end = trie.nodes, trie.subtree_end
+        if self._miss_node is None:
+            self._miss_node = np.empty(trie.n_nodes, np.int64)
+            self._miss_state = np.empty(trie.n_nodes, np.int64)
+        miss_node, miss_state = self._miss_node, self._miss_state
         out = np.zeros(self.mask_words, dtype=np.uint32)
-        ids: list[int] = []  # the allowed token ids, set in ``out`` at once after the walk
-        stack = [0] * (self.trie.max_depth + 1)
-        stack[0] = state
-        step = self._step
-        n = len(nodes)
-        i = 1
+        r_lo = np.array([1], np.int64)
+        r_hi = np.array([trie.n_nodes], np.int64)
+        r_state = np.array([state], np.int64)
         deadline = time.monotonic() + self._max_seconds
-        check = 4096
-        while i < n:
-            check -= 1
-            if not check:
-                check = 4096
-                if time.monotonic() > deadline:
+        step = self._step
+        while len(r_lo):
+            n_miss = recognizer_kernels.walk_ranges(self._ht_keys, self._ht_vals, self._ht_shift, nodes, subtree_end,
+                                                    trie.max_depth, r_lo, r_hi, r_state, out, miss_node, miss_state)
+            if not n_miss:
+                break
+            at = miss_node[:n_miss]
+            parents = miss_state[:n_miss].tolist()
+            byte_of = (nodes[at] & 0xFF).tolist()
+            nxt = []
+            for k, (p, b) in enumerate(zip(parents, byte_of)):
+                if not k & 1023 and time.monotonic() > deadline:
                     from .recognizers import RecognizerError
 
                     raise RecognizerError(
@@ -420,39 +441,62 @@ class CompiledRecognizer(CompiledGrammar):
                         f"Limits.max_recognizer_seconds={self._max_seconds:g} s (byte_allowed/append too slow?); "
                         "raise it with logitgate.using_limits(max_recognizer_seconds=...)",
                         method="byte_allowed", state=self._states[state])
-            r = nodes[i]
-            d = (r >> 8) & 0xFFFF
-            s = step(stack[d - 1], r & 0xFF)
-            if s < 0:
-                i = subtree_end[i]
-                continue
-            stack[d] = s
-            t = (r >> 24) - 1
-            if t >= 0:
-                ids.append(t)
-            i += 1
-        if ids:
-            arr = np.asarray(ids, dtype=np.int64)
-            np.bitwise_or.at(out, arr >> 5, np.left_shift(np.uint32(1), (arr & 31).astype(np.uint32)))
-        trie_kernels.copy_dups(out, self.trie.dup_first, self.trie.dup_other)
+                nxt.append(step(p, b))
+            nxt_a = np.asarray(nxt, np.int64)
+            self._ht_add(miss_state[:n_miss] * 256 + (nodes[at] & 0xFF), nxt_a.astype(np.int32))
+            live = nxt_a >= 0
+            r_lo = at[live].copy()
+            r_hi = subtree_end[r_lo].astype(np.int64)
+            r_state = miss_state[:n_miss][live].copy()
+        trie_kernels.copy_dups(out, trie.dup_first, trie.dup_other)
         words = out.view(np.int32)
         if self.is_accepting(state):
             words |= self.eos_mask
         return _readonly(words)
 
+    def _ht_add(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        """Add explored transitions to the hash table the compiled walk reads (load kept <= 1/2)."""
+        need = self._ht_used + len(keys)
+        cap = self._ht_keys.shape[0]
+        if 2 * need > cap:
+            while 2 * need > cap:
+                cap *= 2
+            new_keys = np.full(cap, recognizer_kernels.EMPTY, np.int64)
+            new_vals = np.empty(cap, np.int32)
+            shift = 64 - (cap.bit_length() - 1)
+            recognizer_kernels.ht_rehash(self._ht_keys, self._ht_vals, new_keys, new_vals, shift)
+            self._ht_keys, self._ht_vals, self._ht_shift = new_keys, new_vals, shift
+        self._ht_used += recognizer_kernels.ht_insert(self._ht_keys, self._ht_vals, self._ht_shift, keys, vals)
+
+    def _forget(self) -> None:
+        """Drop every memoised mask and explored transition (benchmarks: the cost without memo).
+        States stay interned, so matchers keep working."""
+        with self._lock:
+            self._masks.clear()
+            self._next.clear()
+            self._byte_sets.clear()
+            self._ht_keys = np.full(self._ht_keys.shape[0], recognizer_kernels.EMPTY, np.int64)
+            self._ht_used = 0
+
     def _compute_mask_numba(self, rec: Any, state: int) -> np.ndarray:
         from .recognizers import RecognizerError
 
         out = np.zeros(self.mask_words, dtype=np.uint32)
+        trie = self.trie
+        value = np.int64(self._states[state])
         try:
-            trie_kernels.fill_mask_step(rec.step, np.int64(self._states[state]), self.trie.nodes,
-                                        self.trie.subtree_end, self.trie.max_depth, out)
+            if rec.jitclass is not None:
+                accepting = recognizer_kernels.jitclass_walk(rec.jitclass, value, trie.nodes, trie.subtree_end,
+                                                             trie.max_depth, trie.dup_first, trie.dup_other, out)
+            else:
+                accepting = recognizer_kernels.step_walker(rec.step, rec.accepting)(
+                    value, trie.nodes, trie.subtree_end, trie.max_depth, trie.dup_first, trie.dup_other, out)
         except Exception as exc:  # a typing error in the user's function, found when the walk compiles
             raise RecognizerError(f"the numba walk over step() failed at state {self._states[state]!r}: "
                                   f"{type(exc).__name__}: {exc}", method="step", state=self._states[state]) from exc
-        trie_kernels.copy_dups(out, self.trie.dup_first, self.trie.dup_other)
+        self._ends[state] = accepting
         words = out.view(np.int32)
-        if self.is_accepting(state):
+        if accepting:
             words |= self.eos_mask
         return _readonly(words)
 

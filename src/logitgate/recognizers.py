@@ -12,11 +12,13 @@ parsers in lm-format-enforcer's style (``CharRecognizer``).
     m = logitgate.Matcher(logitgate.compile(g, tokenizer))   # masks, rollback, fork as for a regex
 
 States must be immutable and hashable: the compiled constraint memoises, per state, the byte
-transitions it met and the token mask (a walk of the token trie that asks ``byte_allowed`` once
-per trie node reachable from the state and prunes a whole subtree at a refused byte). The first
-mask at a new state costs one Python call per live trie node (tens of milliseconds to a second
-on a 131k vocabulary, depending on how much of the vocabulary the state allows); later masks at
-the same state are a row copy. ``special_allowed(state, "eos")`` says where the text may end.
+transitions it met and the token mask (a walk of the token trie that prunes a whole subtree at a
+refused byte). The walk runs in compiled code over the transitions explored so far and asks the
+recognizer (``byte_allowed``, then ``append``) only about a (state, byte) pair it has not met.
+So the first masks cost one Python call per live trie node (tens of milliseconds to a second on a
+131k vocabulary, depending on how much of the vocabulary the state allows); once states repeat
+(a loop inside a string, a counter that comes back), a new state's mask costs compiled code only
+(tens of microseconds), and a state met again is a row copy. ``special_allowed(state, "eos")`` says where the text may end.
 
 A method that raises, or returns something other than a bool where a bool is due, raises
 ``RecognizerError`` naming the method, the state and the byte.
@@ -62,6 +64,10 @@ class FunctionalRecognizer(Protocol[S]):
 
     def special_allowed(self, state: S, token: str) -> bool:
         """Whether the special token ``token`` may come next (``"eos"``: the text may end here)."""
+
+    # Optional: ``allowed_bytes(state) -> Iterable[int]``, every byte allowed next at once. When
+    # a recognizer has it, the mask walk asks it once per state instead of ``byte_allowed`` once
+    # per (state, byte); it must agree with ``byte_allowed``.
 
 
 @runtime_checkable
@@ -129,10 +135,15 @@ def _call(rec: Any, method: str, *args: Any, state: Any = _NO_STATE, byte: int |
 
 
 class _Checked:
-    """A FunctionalRecognizer wrapped so that every failure is a ``RecognizerError``."""
+    """A FunctionalRecognizer wrapped so that every failure is a ``RecognizerError``.
+    ``allowed_bytes`` is None unless the recognizer has that optional method."""
 
     def __init__(self, rec: Any) -> None:
         self.rec = rec
+        self._byte_allowed = rec.byte_allowed  # bound once: the mask walk calls these per new (state, byte)
+        self._append = rec.append
+        self.allowed_bytes: Callable[[Any], frozenset[int]] | None = (
+            self._allowed_bytes if callable(getattr(rec, "allowed_bytes", None)) else None)
 
     def initial(self) -> Any:
         state = _call(self.rec, "initial")
@@ -140,13 +151,29 @@ class _Checked:
         return state
 
     def byte_allowed(self, state: Any, byte: int) -> bool:
-        return _as_bool(_call(self.rec, "byte_allowed", state, byte, state=state, byte=byte), "byte_allowed", state,
-                        byte)
+        try:
+            value = self._byte_allowed(state, byte)
+        except Exception:
+            value = _call(self.rec, "byte_allowed", state, byte, state=state, byte=byte)  # raises, named
+        if value is True or value is False:
+            return value
+        return _as_bool(value, "byte_allowed", state, byte)
 
     def append(self, state: Any, byte: int) -> Any:
-        nxt = _call(self.rec, "append", state, byte, state=state, byte=byte)
+        try:
+            nxt = self._append(state, byte)
+        except Exception:
+            nxt = _call(self.rec, "append", state, byte, state=state, byte=byte)  # raises, named
         _hashable(nxt, "append", state, byte)
         return nxt
+
+    def _allowed_bytes(self, state: Any) -> frozenset[int]:
+        got = _call(self.rec, "allowed_bytes", state, state=state, then=frozenset)
+        for b in got:
+            if type(b) is not int or not 0 <= b <= 255:
+                raise RecognizerError(f"allowed_bytes() offered {b!r} at state {state!r}: bytes are ints 0-255",
+                                      method="allowed_bytes", state=state)
+        return got
 
     def special_allowed(self, state: Any, token: str) -> bool:
         return _as_bool(_call(self.rec, "special_allowed", state, token, state=state), "special_allowed", state)
@@ -186,6 +213,10 @@ class _FromStrings:
 
     def byte_allowed(self, state: frozenset, byte: int) -> bool:
         return any(enc.startswith(pending + bytes((byte,))) for s, pending in state for enc in self._strings(s))
+
+    def allowed_bytes(self, state: frozenset) -> frozenset[int]:
+        return frozenset(enc[len(pending)] for s, pending in state for enc in self._strings(s)
+                         if len(enc) > len(pending) and enc.startswith(pending))
 
     def append(self, state: frozenset, byte: int) -> frozenset:
         out = set()
@@ -240,6 +271,12 @@ class _FromChars:
         encs, prefixes = self._allowed(s)
         return nxt in encs or nxt in prefixes
 
+    def allowed_bytes(self, state: tuple) -> frozenset[int]:
+        s, pending = state
+        encs, _ = self._allowed(s)
+        k = len(pending)
+        return frozenset(e[k] for e in encs if len(e) > k and e.startswith(pending))
+
     def append(self, state: tuple, byte: int) -> tuple:
         s, pending = state
         nxt = pending + bytes((byte,))
@@ -268,9 +305,16 @@ class NumbaRecognizer(FunctionalRecognizer[int]):
             ...
         g = logitgate.Grammar.from_recognizer(NumbaRecognizer(step, accepting, initial=0))
 
-    The walk is compiled once per ``step`` function (a fraction of a second on first use); masks
-    are memoised per state. It is also a FunctionalRecognizer (each call goes through numba's
-    dispatcher from Python), so every adapter and check applies to it."""
+    or as a numba jitclass with ``step`` and ``accepting`` methods:
+    ``NumbaRecognizer.from_jitclass(obj, initial=0)``.
+
+    The walk is compiled around ``step`` once per function (or jitclass type), on the first mask
+    (about a second; not cached on disk); masks are memoised per state. It is also a
+    FunctionalRecognizer (each call goes through numba's dispatcher from Python), so every
+    adapter and check applies to it."""
+
+    jitclass: Any = None
+    """The jitclass instance, for ``from_jitclass``; None for a pair of functions."""
 
     def __init__(self, step: Any, accepting: Any, initial: int = 0) -> None:
         for name, fn in (("step", step), ("accepting", accepting)):
@@ -279,6 +323,23 @@ class NumbaRecognizer(FunctionalRecognizer[int]):
         self.step = step
         self.accepting = accepting
         self.start = int(initial)
+
+    @classmethod
+    def from_jitclass(cls, obj: Any, initial: int = 0) -> "NumbaRecognizer":
+        """A recognizer from an instance of a ``numba.experimental.jitclass`` that has methods
+        ``step(state, byte) -> int`` (negative: refused) and ``accepting(state) -> bool`` over
+        int64 states; the trie walk calls ``obj.step`` in compiled code."""
+        if not hasattr(type(obj), "class_type") and not hasattr(obj, "_numba_type_"):
+            raise TypeError(f"NumbaRecognizer.from_jitclass: {type(obj).__name__} is not a numba jitclass instance")
+        for name in ("step", "accepting"):
+            if not callable(getattr(obj, name, None)):
+                raise TypeError(f"NumbaRecognizer.from_jitclass: {type(obj).__name__} has no method {name}()")
+        rec = cls.__new__(cls)
+        rec.step = obj.step
+        rec.accepting = obj.accepting
+        rec.start = int(initial)
+        rec.jitclass = obj
+        return rec
 
     def initial(self) -> int:
         return self.start
