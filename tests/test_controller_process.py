@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -115,7 +116,22 @@ NESTED = """
     aici.start(main())
 """
 
+RECOGNIZER = """
+    import pyaici.server as aici
+    class Pin:                       # a custom recognizer: exactly four ASCII digits
+        def initial(self): return 0
+        def byte_allowed(self, n, b): return 48 <= b <= 57 and n < 4
+        def append(self, n, b): return n + 1
+        def special_allowed(self, n, token): return token == "eos" and n == 4
+    async def main():
+        await aici.FixedTokens("PIN:")
+        i = await aici.fork(2)
+        await aici.gen_text(recognizer=Pin(), store_var=f"pin{i}", max_tokens=8)
+    aici.start(main())
+"""
+
 CASES = {
+    "custom_recognizer_forked": (RECOGNIZER, [("PIN:", "12ab3456")]),
     "fixed_tokens_and_regex": (REGEX, [("Phone:", " 555-1234 and more"), ("Other:", " call me maybe")]),
     "fork3_wait_vars": (FORKING, [(" German is", ' "hallo"'), (" French is", ' "bonjour"'),
                                   ('"hallo".', " Yes.")]),
@@ -130,6 +146,9 @@ def test_scripts_give_the_same_results_as_in_process(tok_spm, tracked, case):
     local, remote = both(tracked, tok_spm, source, rules)
     assert all(s.error is None for s in local.sequences), [s.log for s in local.sequences]
     same(local, remote)
+    if case == "custom_recognizer_forked":
+        assert local.variables["pin0"] == local.variables["pin1"] and re.fullmatch(rb"12[0-9]{2}",
+                                                                                    local.variables["pin0"])
     if case == "fork3_wait_vars":
         # in-process the forks replayed the script with their logs off; here the OS copied the
         # worker, so the logs agree too

@@ -233,6 +233,34 @@ def test_json_schema_and_lark_extensions(tok_spm):
     assert res.variables["yn"] in (b"yes", b"no")
 
 
+def test_a_custom_recognizer_in_gen_text_and_a_failing_one_ends_only_its_branch(tok_spm):
+    src = """
+        import pyaici.server as aici
+        class Pin:                       # exactly four ASCII digits
+            def initial(self): return 0
+            def byte_allowed(self, n, b): return 48 <= b <= 57 and n < 4
+            def append(self, n, b): return n + 1
+            def special_allowed(self, n, token): return token == "eos" and n == 4
+        class Broken(Pin):
+            def byte_allowed(self, n, b): raise ValueError("no bytes today")
+        async def main():
+            await aici.FixedTokens("PIN:")
+            i = await aici.fork(2)
+            if i == 0:
+                await aici.gen_text(recognizer=Pin(), store_var="pin", max_tokens=8)
+            else:
+                await aici.gen_text(recognizer=Broken(), store_var="never", max_tokens=8)
+        aici.start(main())
+    """
+    res = run(tok_spm, src, [("PIN:", "12ab3456")])
+    ok, bad = res.sequences
+    assert ok.error is None, ok.log
+    pin = res.variables["pin"]  # the model wants "12ab...": the recognizer keeps it to four digits
+    assert re.fullmatch(rb"[0-9]{4}", pin) and pin.startswith(b"12") and ok.text.endswith(pin.decode()), pin
+    assert "never" not in res.variables
+    assert bad.stop_reason == "error" and "Broken.byte_allowed() raised ValueError: no bytes today" in bad.error
+
+
 # -- labels, prompt, noop, checks, logs ----------------------------------------------------------
 
 

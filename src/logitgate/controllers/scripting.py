@@ -54,9 +54,10 @@ and compiled grammars are cached, each constraint object compiles once):
 * ``ChooseConstraint(options)``: one of the options' token sequences (AICI's Python class);
 * ``Constraint()``: anything (every text token and EOS);
 * logitgate extensions: ``GrammarConstraint(grammar)`` for any ``logitgate.Grammar``,
-  ``JsonSchemaConstraint(schema)``, ``LarkConstraint(text)``, ``GbnfConstraint(text)``, and the
+  ``JsonSchemaConstraint(schema)``, ``LarkConstraint(text)``, ``GbnfConstraint(text)``,
+  ``RecognizerConstraint(rec)`` for a custom recognizer (``logitgate.recognizers``), and the
   matching ``gen_tokens``/``gen_text`` keywords ``json_schema=``, ``lark=``, ``gbnf=``,
-  ``grammar=``.
+  ``grammar=``, ``recognizer=``.
 
 ``eos_forced()`` of a grammar constraint: EOS is allowed and no other token is (AICI checks "no
 byte is allowed"; the two agree for vocabularies with a token per byte).
@@ -570,6 +571,15 @@ class JsonSchemaConstraint(GrammarConstraint):
         else:  # a Pydantic model: compiled grammars are still cached by content
             grammar = _Grammar.from_json_schema(schema)
         super().__init__(grammar)
+
+
+class RecognizerConstraint(GrammarConstraint):
+    """A custom recognizer written in Python (``logitgate.recognizers``: a FunctionalRecognizer,
+    CharRecognizer, StringRecognizer or NumbaRecognizer; logitgate extension). A recognizer that
+    fails raises ``RecognizerError``, which ends this controller's sequence with the error logged."""
+
+    def __init__(self, recognizer: Any) -> None:
+        super().__init__(_grammar("recognizer", id(recognizer), lambda: _Grammar.from_recognizer(recognizer)))
 
 
 # -- SubStrConstraint: AICI's word-substring matcher as a byte DFA ------------------------------
@@ -1325,16 +1335,19 @@ async def gen_tokens(
     lark: Optional[str] = None,
     gbnf: Optional[str] = None,
     grammar: Optional[_Grammar] = None,
+    recognizer: Any = None,
 ) -> List[Token]:
     """Generates tokens under at most one constraint: ``regex`` (full match), ``yacc`` (AICI's
     grammar format), ``substring`` (whole words of the text, then ``substring_end``), ``options``
-    (one of the strings), and logitgate's ``json_schema``, ``lark``, ``gbnf`` and ``grammar`` (a
-    ``logitgate.Grammar``). Stops after ``max_tokens`` tokens, when the constraint forces the end
+    (one of the strings), and logitgate's ``json_schema``, ``lark``, ``gbnf``, ``grammar`` (a
+    ``logitgate.Grammar``) and ``recognizer`` (a custom recognizer, ``logitgate.recognizers``). Stops after ``max_tokens`` tokens, when the constraint forces the end
     or EOS comes, or once the text contains ``stop_at`` (which stays in the result). ``store_var``
     stores the generated text in that variable."""
     res: List[Token] = []
-    given = [x for x in (regex, options, yacc, substring, json_schema, lark, gbnf, grammar) if x is not None]
-    assert len(given) <= 1, "gen_tokens takes at most one of regex/options/yacc/substring/json_schema/lark/gbnf/grammar"
+    given = [x for x in (regex, options, yacc, substring, json_schema, lark, gbnf, grammar, recognizer)
+             if x is not None]
+    assert len(given) <= 1, ("gen_tokens takes at most one of "
+                             "regex/options/yacc/substring/json_schema/lark/gbnf/grammar/recognizer")
     if regex is not None:
         next_token = ConstrainedToken(lambda: RegexConstraint(regex))
     elif substring is not None:
@@ -1351,6 +1364,8 @@ async def gen_tokens(
         next_token = ConstrainedToken(lambda: GbnfConstraint(gbnf))
     elif grammar is not None:
         next_token = ConstrainedToken(lambda: GrammarConstraint(grammar))
+    elif recognizer is not None:
+        next_token = ConstrainedToken(lambda: RecognizerConstraint(recognizer))
     else:
         next_token = ConstrainedToken(lambda: Constraint())
     for _ in range(max_tokens):
@@ -1418,7 +1433,8 @@ API = [
     "ConstrainedToken", "PreToken", "fork_supported", "fork", "wait_vars", "AiciCallbacks", "GetPrompt", "CbType",
     "AiciAsync", "start", "test", "Label", "ChooseConstraint", "gen_tokens", "gen_text", "check_var", "check_vars",
     # logitgate extensions
-    "GrammarConstraint", "JsonSchemaConstraint", "LarkConstraint", "GbnfConstraint", "current_host",
+    "GrammarConstraint", "JsonSchemaConstraint", "LarkConstraint", "GbnfConstraint", "RecognizerConstraint",
+    "current_host",
 ]
 """The names ``pyaici.server`` exports."""
 
