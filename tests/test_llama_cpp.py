@@ -126,6 +126,23 @@ def test_cli_generate_pydantic_class(tmp_path, capsys, monkeypatch):
     assert set(value) == {"width", "height", "label"} and 1 <= value["width"] <= 99 and len(value["label"]) <= 12
 
 
+def test_cli_generate_with_a_custom_recognizer(tmp_path, capsys):
+    from logitgate.cli import main
+
+    (tmp_path / "pin.py").write_text(
+        "class Pin:\n"
+        "    def initial(self): return 0\n"
+        "    def byte_allowed(self, n, b): return 48 <= b <= 57 and n < 4\n"
+        "    def append(self, n, b): return n + 1\n"
+        "    def special_allowed(self, n, token): return token == 'eos' and n == 4\n"
+        "class NotOne:\n    pass\n")
+    assert main(["generate", "--runtime", "llama-cpp", "--recognizer", f"{tmp_path / 'pin.py'}:Pin", "--prompt",
+                 "A four-digit PIN:"]) == 0
+    assert re.fullmatch(r"[0-9]{4}", capsys.readouterr().out.strip())
+    with pytest.raises(SystemExit, match="not a recognizer"):
+        main(["generate", "--recognizer", f"{tmp_path / 'pin.py'}:NotOne", "--prompt", "x"])
+
+
 def test_the_readme_demo_runs_on_the_embedded_model(capsys):
     from logitgate.cli import main
 

@@ -247,7 +247,8 @@ def servers(tok_spm):
     started = []
     engine = FakeEngine(FakeModel(tok_spm))
     controller_model = ScriptedModel(tok_spm, b"Answer: yes", strict=False)
-    app = create_app(engine, controller_model=controller_model, max_module_bytes=1 << 20, max_body_bytes=256 << 10)
+    app = create_app(engine, controller_model=controller_model, max_module_bytes=1 << 20, max_body_bytes=256 << 10,
+                     recognizers={"pin": Pin()})
     url, server, thread = _serve(app)
     started.append((server, thread))
     keyed_engine = FakeEngine(FakeModel(tok_spm))
@@ -450,6 +451,39 @@ def test_gbnf_extra(client):
                                                 stream=True)
         text = "".join(c.choices[0].delta.content or "" for c in chunks)
         assert re.fullmatch(r"(yes|no)!", text) and (want is None or text == want)
+
+
+class Pin:
+    """A custom recognizer the test server registers as "pin": exactly four ASCII digits."""
+
+    def initial(self):
+        return 0
+
+    def byte_allowed(self, n, b):
+        return 48 <= b <= 57 and n < 4
+
+    def append(self, n, b):
+        return n + 1
+
+    def special_allowed(self, n, token):
+        return token == "eos" and n == 4
+
+
+def test_recognizer_extra_names_a_registered_recognizer(client, srv):
+    for script, want in (("2468", "2468"), ("12ab", None)):
+        r = client.chat.completions.create(model="fake-model", messages=say(script), extra_body={"recognizer": "pin"})
+        text = r.choices[0].message.content
+        assert re.fullmatch(r"[0-9]{4}", text) and (want is None or text == want), text
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="fake-model", messages=say("1"), extra_body={"recognizer": "luhn"})
+    err = e.value.body
+    assert err["code"] == "unknown_recognizer" and err["param"] == "recognizer" and "'pin'" in err["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="fake-model", messages=say("1"),
+                                       extra_body={"recognizer": "pin", "regex": "[0-9]"})
+    assert e.value.body["code"] == "too_many_constraints"
+    with pytest.raises(TypeError, match="not a recognizer"):
+        create_app(srv.engine, recognizers={"x": object()})
 
 
 # -- tool calling ---------------------------------------------------------------------------------------------

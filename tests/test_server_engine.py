@@ -514,3 +514,40 @@ def test_embedded_model_on_transformers_batches_to_the_single_request_result(tra
             assert out[1] == "stop" and re.fullmatch(date, out[0])
         res = generate(model, i, c, max_tokens=20, temperature=0.0, fast_forward=False)
         assert out == (res.text, {"eos": "stop", "length": "length"}[res.stop_reason])
+
+
+class _Pin:
+    """A custom recognizer: exactly four ASCII digits; ``fail_at`` digits in, byte_allowed raises."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at = fail_at
+
+    def initial(self):
+        return 0
+
+    def byte_allowed(self, n, b):
+        if n == self.fail_at:
+            raise ValueError(f"no digit {n + 1}")
+        return 48 <= b <= 57 and n < 4
+
+    def append(self, n, b):
+        return n + 1
+
+    def special_allowed(self, n, token):
+        return token == "eos" and n == 4
+
+
+def test_a_failing_custom_recognizer_ends_only_its_request(engine_factory, tok_spm, compiled):
+    eng, _ = engine_factory()
+    pin = logitgate.compile(logitgate.Grammar.from_recognizer(_Pin()), tok_spm)
+    broken = logitgate.compile(logitgate.Grammar.from_recognizer(_Pin(fail_at=2)), tok_spm)
+    good = [eng.submit(prompt(60 + k), pin, SamplingParams()) for k in range(3)]
+    digits = eng.submit(prompt(70), compiled["digits"], SamplingParams())
+    bad = eng.submit(prompt(71), broken, SamplingParams())
+    for h in good:
+        text, reason = h.result(timeout=30)
+        assert reason == "stop" and re.fullmatch(r"[0-9]{4}", text), text
+    assert digits.result(timeout=30)[1] == "stop"
+    text, reason = bad.result(timeout=30)
+    assert reason == "error" and "custom recognizer failed" in bad.error and "no digit 3" in bad.error, bad.error
+    assert re.fullmatch(r"[0-9]{2}", text)  # the two digits it wrote before its recognizer failed

@@ -24,7 +24,7 @@ from .demo import DEMO_TOKENIZERS, _mistral_data_file, model_demo, tokenizer_dem
 
 __all__ = ["main", "constraint_from_args"]
 
-_CONSTRAINT_FLAGS = ("schema", "pydantic", "regex", "lark", "gbnf", "yacc", "json")
+_CONSTRAINT_FLAGS = ("schema", "pydantic", "regex", "lark", "gbnf", "yacc", "json", "recognizer")
 
 
 def _text_or_file(value: str, what: str) -> str:
@@ -38,16 +38,16 @@ def _text_or_file(value: str, what: str) -> str:
     return value
 
 
-def _pydantic_class(spec: str) -> Any:
+def _pydantic_class(spec: str, flag: str = "--pydantic") -> Any:
     """``module:Class`` (the module is imported from the current folder or sys.path) or ``file.py:Class``."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not attr:
-        raise SystemExit(f"--pydantic wants module:Class (or file.py:Class), not {spec!r}")
+        raise SystemExit(f"{flag} wants module:Class (or file.py:Class), not {spec!r}")
     if module_name.endswith(".py"):
         path = Path(module_name)
         loader_spec = importlib.util.spec_from_file_location(path.stem, path)
         if loader_spec is None or loader_spec.loader is None or not path.is_file():
-            raise SystemExit(f"--pydantic: no Python file {path}")
+            raise SystemExit(f"{flag}: no Python file {path}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[path.stem] = module
         loader_spec.loader.exec_module(module)
@@ -56,11 +56,29 @@ def _pydantic_class(spec: str) -> Any:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise SystemExit(f"--pydantic: cannot import {module_name!r}: {exc}") from exc
+            raise SystemExit(f"{flag}: cannot import {module_name!r}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise SystemExit(f"--pydantic: module {module_name!r} has no {attr!r}") from None
+        raise SystemExit(f"{flag}: module {module_name!r} has no {attr!r}") from None
+
+
+def recognizer_from_spec(spec: str, flag: str = "--recognizer") -> Any:
+    """A custom recognizer named ``module:attr`` or ``file.py:attr``: an instance, or a class (or
+    any callable) called without arguments to make one."""
+    from .recognizers import as_functional
+
+    obj = _pydantic_class(spec, flag)
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "initial")):
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001 - the user's constructor
+            raise SystemExit(f"{flag} {spec}: calling it with no arguments failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        as_functional(obj)
+    except TypeError as exc:
+        raise SystemExit(f"{flag} {spec}: {exc}") from None
+    return obj
 
 
 def constraint_from_args(args: argparse.Namespace, *, strict: bool | None = None) -> Any:
@@ -82,6 +100,8 @@ def constraint_from_args(args: argparse.Namespace, *, strict: bool | None = None
                                         strict=strict)
     if kind == "regex":
         return Grammar.from_regex(args.regex)
+    if kind == "recognizer":
+        return Grammar.from_recognizer(recognizer_from_spec(args.recognizer))
     text = _text_or_file(getattr(args, kind), kind)
     return {"lark": Grammar.from_lark, "gbnf": Grammar.from_gbnf, "yacc": Grammar.from_yacc}[kind](text)
 
@@ -95,6 +115,9 @@ def _add_constraint_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gbnf", metavar="FILE|TEXT", help="a GBNF grammar (llama.cpp)")
     g.add_argument("--yacc", metavar="FILE|TEXT", help="a yacc-style grammar with inline lexemes (AICI)")
     g.add_argument("--json", action="store_true", help="any JSON value")
+    g.add_argument("--recognizer", metavar="MODULE:OBJ",
+                   help="a custom recognizer (logitgate.recognizers): an instance, or a class made with no arguments "
+                        "(module:name or file.py:name)")
     s = p.add_argument_group("JSON Schema options")
     s.add_argument("--whitespace", choices=["compact", "pretty", "flexible"], default="compact")
     s.add_argument("--property-order", choices=["schema", "any"], default="schema")
@@ -309,6 +332,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .server.engine import Engine
 
     api_key = args.api_key or os.environ.get("LOGITGATE_API_KEY") or None
+    recognizers: dict[str, Any] = {}
+    for item in args.recognizer:
+        name, sep, spec = item.partition("=")
+        if not sep or not name or not spec:
+            raise SystemExit(f"--recognizer wants NAME=module:obj, not {item!r}")
+        recognizers[name] = recognizer_from_spec(spec, f"--recognizer {name}")
     with progress("loading the model") as say:
         model = load_model(args.model, runtime=args.runtime, progress=say)
         # /v1/run (controllers) runs on a second instance of the model, one run at a time
@@ -319,7 +348,8 @@ def _serve(args: argparse.Namespace) -> int:
     limits = DEFAULT_LIMITS.replace(max_compile_seconds=args.max_compile_seconds or None)
     # the app starts and closes the engine in its lifespan: uvicorn runs that shutdown on SIGINT and
     # SIGTERM alike (after SIGTERM it re-raises the signal, so a `finally` here would never run)
-    app = create_app(engine, api_key=api_key, controller_model=controller_model, limits=limits, manage_engine=True)
+    app = create_app(engine, api_key=api_key, controller_model=controller_model, limits=limits, manage_engine=True,
+                     recognizers=recognizers)
     where = f"http://{args.host}:{args.port}/v1"
     print(f"logitgate serve: {model.name} at {where}" + (" (API key required)" if api_key else ""), file=sys.stderr,
           flush=True)
@@ -380,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--no-controllers", action="store_true", help="no /v1/run (no second model instance)")
     serve.add_argument("--max-compile-seconds", type=float, default=10.0,
                        help="compile deadline of a request's constraint (default 10; 0: none)")
+    serve.add_argument("--recognizer", metavar="NAME=MODULE:OBJ", action="append", default=[],
+                       help="serve a custom recognizer under NAME: requests ask for it with the extra body field "
+                            "'recognizer': NAME (repeatable)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
     bench = sub.add_parser("bench", help="the side-by-side benchmarks against the peer engines (source checkout)")

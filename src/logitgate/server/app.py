@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +117,8 @@ class _State:
     """Held by the thread of the ``/v1/run`` in progress: one controller run at a time."""
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
     """The compile caps of requests' constraints."""
+    recognizers: dict[str, Any] = field(default_factory=dict)
+    """The custom recognizers requests may name (``"recognizer": NAME``)."""
 
     @property
     def model_name(self) -> str:
@@ -397,9 +399,9 @@ async def _controller_chat(state: _State, req: api.ChatCompletionRequest) -> dic
     if req.stream:
         raise APIError(400, "a chat completion with a controller is not streamed; POST /v1/run streams a "
                             "controller run", param="stream", code="unsupported_parameter")
-    if api.constraint_spec(req) is not None:
-        raise APIError(400, "a controller writes the answer itself: give no response_format, regex, lark, gbnf "
-                            "or tools with it", param="controller", code="too_many_constraints")
+    if api.constraint_spec(req, state.recognizers) is not None:
+        raise APIError(400, "a controller writes the answer itself: give no response_format, regex, lark, gbnf, "
+                            "recognizer or tools with it", param="controller", code="too_many_constraints")
     module = _stored_module(state, req.controller)
     model = state.controller_model
     arg = req.controller_arg
@@ -467,7 +469,8 @@ def _final_run(res: Any, prompt_tokens: int) -> dict[str, Any]:
 # -- the app ------------------------------------------------------------------------------------------------
 def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any = None,
                max_module_bytes: int = 16 << 20, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               manage_engine: bool = False, limits: Limits | None = None, max_modules: int = 256) -> FastAPI:
+               manage_engine: bool = False, limits: Limits | None = None, max_modules: int = 256,
+               recognizers: Mapping[str, Any] | None = None) -> FastAPI:
     """The FastAPI app serving ``engine`` (a ``logitgate.server.engine.Engine``).
 
     ``api_key``: when set, every ``/v1`` route needs ``Authorization: Bearer <api_key>``.
@@ -478,9 +481,17 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     ``engine.close()`` at shutdown (off by default: the caller owns the engine). ``limits``: the
     compile caps of requests' constraints (default ``DEFAULT_LIMITS``); a constraint over one is a
     400 ``constraint_too_large`` naming the cap. ``max_modules``: most Wasm modules stored at once
-    (507 beyond).
+    (507 beyond). ``recognizers``: custom recognizers (``logitgate.recognizers``) by name; a request
+    asks for one with the extra body field ``"recognizer": NAME`` (400 ``unknown_recognizer``
+    otherwise). Each is compiled once and its mask memo shared by every request; one that fails
+    ends only the request it failed in (finish reason ``"error"``).
     """
-    state = _State(engine, _engine_names(engine), controller_model, limits=limits or DEFAULT_LIMITS)
+    from ..recognizers import as_functional
+
+    for name, rec in (recognizers or {}).items():
+        as_functional(rec)  # TypeError now, naming what is missing, rather than at a request
+    state = _State(engine, _engine_names(engine), controller_model, limits=limits or DEFAULT_LIMITS,
+                   recognizers=dict(recognizers or {}))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -527,7 +538,7 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
         api.refuse_unsupported(req)
         if req.controller is not None:
             return await _controller_chat(state, req)
-        spec = api.constraint_spec(req)
+        spec = api.constraint_spec(req, state.recognizers)
         messages = api.chat_messages(req, spec)
         handle = await _prepare(state, lambda: messages, spec, api.sampling_params(req))
         rid, created, name = api.new_id("chatcmpl-"), api.now(), state.model_name
@@ -574,7 +585,7 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
         req: api.CompletionRequest = await _read_json(request, api.CompletionRequest)
         state.check_model(req.model)
         api.refuse_unsupported(req)
-        spec = api.constraint_spec(req)
+        spec = api.constraint_spec(req, state.recognizers)
         prompt = api.completion_prompt(req, int(engine.tokenizer.vocab_size))
         handle = await _prepare(state, lambda: prompt, spec, api.sampling_params(req))
         rid, created, name = api.new_id("cmpl-"), api.now(), state.model_name

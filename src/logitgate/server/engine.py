@@ -576,6 +576,8 @@ class Engine:
         applying its mask."""
         p, tok = r.params, self.tokenizer
         mask_s = 0.0
+        if r.matcher is not None and r.matcher.is_error():  # a custom recognizer failed on this row only
+            raise _RequestFailed(f"the custom recognizer failed: {r.matcher.get_error()}")
         if r.matcher is not None:
             t = time.perf_counter()
             apply_token_bitmask_inplace(logits, self._bitmask[r.slot])

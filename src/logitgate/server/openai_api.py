@@ -6,7 +6,9 @@ naming the parameter. One constraint per request at most:
 
 * ``response_format``: ``json_schema`` (``Grammar.from_json_schema(schema, strict=strict)``),
   ``json_object`` (any JSON object, as OpenAI's JSON mode), ``text`` (none);
-* extra body fields (the OpenAI client's ``extra_body``): ``regex``, ``lark``, ``gbnf``;
+* extra body fields (the OpenAI client's ``extra_body``): ``regex``, ``lark``, ``gbnf``, and
+  ``recognizer`` (the name of a custom recognizer the server was started with:
+  ``create_app(recognizers={name: obj})``, ``logitgate serve --recognizer NAME=module:obj``);
 * ``tools`` with ``tool_choice`` ``"required"`` or a named function: the output is a JSON object
   ``{"name": <a tool>, "arguments": <its parameters>}`` (one ``anyOf`` branch per tool), returned
   as ``message.tool_calls``. ``"auto"`` does not constrain the output (the model answers in text,
@@ -187,6 +189,8 @@ class _GenerationRequest(_Lenient):
     regex: str | None = None
     lark: str | None = None
     gbnf: str | None = None
+    recognizer: str | None = None
+    """The name of a custom recognizer registered with the server."""
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -357,10 +361,11 @@ def completion_prompt(req: CompletionRequest, vocab_size: int) -> str | list[int
 class ConstraintSpec:
     """The one constraint of a request, before it is compiled."""
 
-    kind: Literal["json_schema", "json_object", "regex", "lark", "gbnf", "tools"]
+    kind: Literal["json_schema", "json_object", "regex", "lark", "gbnf", "tools", "recognizer"]
     param: str
     """The request parameter it came from (named in errors)."""
     value: Any = None
+    """The schema, pattern or grammar text; for ``recognizer``, the registered recognizer object."""
     strict: bool = False
     tools: list[Tool] = field(default_factory=list)
     tool_index: list[int] = field(default_factory=list)
@@ -406,8 +411,10 @@ def _tool_spec(req: ChatCompletionRequest) -> ConstraintSpec | None:
     return ConstraintSpec("tools", "tools", strict=strict, tools=tools, tool_index=picked)
 
 
-def constraint_spec(req: ChatCompletionRequest | CompletionRequest) -> ConstraintSpec | None:
-    """The request's constraint (not compiled yet); 400 when it asks for more than one."""
+def constraint_spec(req: ChatCompletionRequest | CompletionRequest,
+                    recognizers: dict[str, Any] | None = None) -> ConstraintSpec | None:
+    """The request's constraint (not compiled yet); 400 when it asks for more than one, or for a
+    recognizer not in ``recognizers`` (the server's, by name)."""
     found: list[ConstraintSpec] = []
     rf = getattr(req, "response_format", None)
     if rf is not None and rf.type == "json_schema":
@@ -423,6 +430,13 @@ def constraint_spec(req: ChatCompletionRequest | CompletionRequest) -> Constrain
         value = getattr(req, kind)
         if value is not None:
             found.append(ConstraintSpec(kind, kind, value))  # type: ignore[arg-type]
+    if req.recognizer is not None:
+        known = recognizers or {}
+        if req.recognizer not in known:
+            names = ", ".join(repr(n) for n in sorted(known)) or "none"
+            raise APIError(400, f"no recognizer named {req.recognizer!r} on this server (it has: {names})",
+                           param="recognizer", code="unknown_recognizer")
+        found.append(ConstraintSpec("recognizer", "recognizer", known[req.recognizer]))
     if isinstance(req, ChatCompletionRequest):
         tool = _tool_spec(req)
         if tool is not None:
@@ -485,6 +499,8 @@ def build_grammar(spec: ConstraintSpec) -> logitgate.Grammar:
             return logitgate.Grammar.from_json_schema(tool_call_schema(spec), strict=spec.strict)
         if spec.kind == "regex":
             return logitgate.Grammar.from_regex(spec.value)
+        if spec.kind == "recognizer":
+            return logitgate.Grammar.from_recognizer(spec.value)
         if spec.kind == "lark":
             m = _RELATIVE_IMPORT.search(spec.value)
             if m:  # it would read .lark files of the server's working directory
@@ -521,6 +537,8 @@ _GRAMMARS_MAX = 256
 
 def _grammar_key(spec: ConstraintSpec) -> str | None:
     """A content key for a constraint's grammar (None: not cached)."""
+    if spec.kind == "recognizer":  # one Grammar per registered object: its compiled memo is shared by requests
+        return f"recognizer:{id(spec.value)}"
     try:
         value = tool_call_schema(spec) if spec.kind == "tools" else spec.value
         return json.dumps([spec.kind, spec.strict, value], sort_keys=True, separators=(",", ":"))
