@@ -387,3 +387,104 @@ def test_the_transition_table_grows_and_keeps_every_entry(tok_spm):
         while table_keys[slot] != key:
             assert table_keys[slot] != EMPTY
             slot = (slot + 1) % cap
+
+
+# -- recognizers as sub-rules of a grammar ----------------------------------------------------------------
+
+
+class Pin:
+    """Exactly four ASCII digits."""
+
+    def initial(self):
+        return 0
+
+    def byte_allowed(self, n, byte):
+        return 48 <= byte <= 57 and n < 4
+
+    def append(self, n, byte):
+        return n + 1
+
+    def special_allowed(self, n, token):
+        return token == "eos" and n == 4
+
+
+HOSTS = {
+    "lark": lambda sub: lg.Grammar.from_lark('start: "pin=" PIN ("," PIN)*\n%declare PIN', subgrammars={"PIN": sub}),
+    "gbnf": lambda sub: lg.Grammar.from_gbnf('root ::= "pin=" PIN ("," PIN)*', subgrammars={"PIN": sub}),
+    "yacc": lambda sub: lg.Grammar.from_yacc('%start s\n%%\ns: "pin=" PIN | s "," PIN ;', subgrammars={"PIN": sub}),
+}
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_a_recognizer_is_a_sub_rule_of_a_grammar(host, real_tok):
+    g = HOSTS[host](lg.Grammar.from_recognizer(Pin()))
+    assert any("custom recognizer" in n for n in g.notes)
+    ref = lg.compile(lg.Grammar.from_regex(r"pin=[0-9]{4}(,[0-9]{4})*"), real_tok)
+    compiled = lg.compile(g, real_tok)
+    for seed in range(3):
+        _walk_equal(compiled, ref, real_tok, seed, steps=14)
+    m = lg.Matcher(compiled)
+    assert m.accept_bytes(b"pin=1234,56") and not m.accept_bytes(b"x") and m.accept_bytes(b"78")
+    assert m.is_accepting()
+
+
+def test_a_luhn_sub_rule_keeps_the_check_digit(tok_spm):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from recognizers import Luhn, luhn_valid
+
+    g = lg.Grammar.from_lark('start: "card " CARD\n%declare CARD', subgrammars={"CARD": lg.Grammar.from_recognizer(Luhn())})
+    compiled = lg.compile(g, tok_spm)
+    rng = random.Random(2)
+    for _ in range(20):
+        digits = [rng.randrange(10) for _ in range(rng.randrange(12, 18))]
+        body = "".join(map(str, digits))
+        check = next(d for d in range(10) if luhn_valid(body + str(d)))
+        m = lg.Matcher(compiled)
+        assert m.accept_bytes(f"card {body}".encode())
+        assert not m.accept_bytes(str((check + 1) % 10).encode()) or not m.is_accepting()
+        m = lg.Matcher(compiled)
+        assert m.accept_bytes(f"card {body}{check}".encode()) and m.is_accepting()
+
+
+def test_sub_rule_recognizers_that_cannot_be_embedded_say_why():
+    class Counter(Pin):  # any number of digits, at least one: not finite-state
+        def byte_allowed(self, n, byte):
+            return 48 <= byte <= 57
+
+        def special_allowed(self, n, token):
+            return n > 0
+
+    class Never(Pin):
+        def special_allowed(self, n, token):
+            return False
+
+    class Raises(Pin):
+        def append(self, n, byte):
+            raise KeyError(byte)
+
+    with lg.using_limits(max_dfa_states=50):
+        with pytest.raises(lg.GrammarError, match=r"sub-grammar 'PIN'.*more than 50 states.*finite-state") as e:
+            HOSTS["lark"](lg.Grammar.from_recognizer(Counter()))
+    assert isinstance(e.value, lg.LimitError) and e.value.limit == "max_dfa_states" and e.value.rule == "PIN"
+    with pytest.raises(lg.GrammarError, match="accepts no text"):
+        HOSTS["gbnf"](lg.Grammar.from_recognizer(Never()))
+    with pytest.raises(RecognizerError, match=r"Raises.append\(\) raised KeyError"):
+        HOSTS["yacc"](lg.Grammar.from_recognizer(Raises()))
+
+
+def test_explore_automaton_trims_states_that_cannot_end():
+    from logitgate.recognizers import explore_automaton
+
+    class DeadEnd(Pin):  # "9" leads to a state that can never end
+        def append(self, n, byte):
+            return -1 if byte == 57 or n < 0 else n + 1
+
+        def byte_allowed(self, n, byte):
+            return 48 <= byte <= 57 and 0 <= n < 4 or n < 0 and byte == 48
+
+    trans, accepting = explore_automaton(DeadEnd(), max_states=100)
+    assert trans.shape == (5, 256) and accepting.tolist() == [False] * 4 + [True]
+    assert (trans[:4, 48:57] >= 0).all() and (trans[:, 57] == -1).all() and (trans[4] == -1).all()

@@ -42,6 +42,7 @@ __all__ = [
     "as_functional",
     "NumbaRecognizer",
     "EOS",
+    "explore_automaton",
 ]
 
 S = TypeVar("S", bound=Hashable)
@@ -367,6 +368,62 @@ def as_functional(rec: Any) -> Any:
     raise TypeError(f"{type(rec).__name__} is not a recognizer: implement FunctionalRecognizer (initial, append, "
                     "byte_allowed, special_allowed), CharRecognizer (initial, add_char, allowed_chars, can_end) or "
                     "StringRecognizer (initial, append, allowed, special_allowed)")
+
+
+def explore_automaton(rec: Any, *, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """The whole byte automaton of a finite-state recognizer, explored from ``initial()`` (every
+    byte of every state met: ``allowed_bytes`` once per state where the recognizer has it, else
+    ``byte_allowed`` 256 times) and trimmed to the states from which the text can still end.
+
+    Returns ``(trans, accepting)``: int32 ``[n, 256]`` (``-1``: refused) and bool ``[n]``, state 0
+    the start; ``n == 0`` when the recognizer accepts no text. Raises ``LimitError`` (cap
+    ``max_dfa_states``) past ``max_states`` states (the recognizer is not finite-state, or too
+    large to expand), and ``RecognizerError`` when a call fails."""
+    from .errors import LimitError
+    from .limits import check_deadline
+
+    f = as_functional(rec)
+    first = f.initial()
+    ids: dict[Any, int] = {first: 0}
+    order = [first]
+    rows: list[np.ndarray] = []
+    ends: list[bool] = []
+    allowed_bytes = f.allowed_bytes
+    for s in order:
+        if len(rows) % 256 == 0:
+            check_deadline("exploring a recognizer's automaton")
+        row = np.full(256, -1, np.int32)
+        candidates = sorted(allowed_bytes(s)) if allowed_bytes is not None else \
+            [b for b in range(256) if f.byte_allowed(s, b)]
+        for b in candidates:
+            nxt = f.append(s, b)
+            k = ids.get(nxt)
+            if k is None:
+                if len(order) >= max_states:
+                    raise LimitError.exceeded("max_dfa_states", max_states,
+                                              f"the recognizer {type(rec).__name__} has more than {max_states} "
+                                              "states (is it finite-state?)")
+                k = ids[nxt] = len(order)
+                order.append(nxt)
+            row[b] = k
+        rows.append(row)
+        ends.append(f.special_allowed(s, EOS))
+    trans = np.stack(rows)
+    accepting = np.asarray(ends, dtype=bool)
+    # trim: keep the states from which an accepting state is reachable
+    live = accepting.copy()
+    changed = True
+    while changed:
+        succ_live = np.where(trans >= 0, live[np.maximum(trans, 0)], False).any(axis=1)
+        grown = live | succ_live
+        changed = bool((grown != live).any())
+        live = grown
+    if not live[0]:
+        return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    keep = np.flatnonzero(live)
+    remap = np.full(len(order) + 1, -1, np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    return np.ascontiguousarray(remap[trans[keep]]), np.ascontiguousarray(accepting[keep])
 
 
 class Recognizer(Protocol):

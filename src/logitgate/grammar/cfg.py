@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import GrammarError, GrammarLimitError, GrammarWarning
 from ..limits import check_deadline, get_limits
@@ -36,11 +37,13 @@ class Terminal:
     """A lexeme kind of the lowered grammar."""
 
     name: str
-    node: Node
+    node: Node | None
     literal: str | None = None
     priority: int = 0
     lazy: bool = False
     ignore: bool = False
+    automaton: Any = None
+    """A custom recognizer's explored byte automaton ``(trans, accepting)``, instead of ``node``."""
 
 
 @dataclass
@@ -116,7 +119,7 @@ class _Lowering:
     def named_terminal(self, name: str) -> int:
         td: TerminalDef = self.ir.terminals[name]
         return self.terminal(("named", name), lambda: Terminal(
-            td.name, td.node, td.literal, td.priority, td.lazy, name in self.ir.ignore))
+            td.name, td.node, td.literal, td.priority, td.lazy, name in self.ir.ignore, td.automaton))
 
     def lit_terminal(self, text: str, ignore_case: bool) -> int:
         shown = repr(text) if not ignore_case else repr(text) + "i"

@@ -3,6 +3,9 @@
 ``embed(ir, {"NAME": sub})`` makes every reference to ``NAME`` in ``ir`` match ``sub``:
 
 * a regex becomes a terminal (one lexeme, lexed like the grammar's other terminals);
+* a custom recognizer (``Grammar.from_recognizer``) becomes a terminal too: its byte automaton is
+  explored at compile time (``recognizers.explore_automaton``), so it must be finite-state, within
+  ``Limits.max_dfa_states`` states (a ``GrammarLimitError`` names the sub-grammar otherwise);
 * a Lark, GBNF or yacc grammar is copied in: its rules and terminals are renamed ``NAME::x`` and
   ``NAME`` becomes a rule deriving its start rule. A GBNF sub-grammar is first turned into
   lexemes where that is safe (:mod:`logitgate.grammar.lexemes`).
@@ -37,6 +40,25 @@ def _rename(e: Expr, names: Mapping[str, str]) -> Expr:
     return e
 
 
+def _explore(sub: "Grammar", name: str) -> tuple:
+    from ..errors import GrammarLimitError, LimitError
+    from ..limits import get_limits
+    from ..recognizers import explore_automaton
+
+    cap = get_limits().max_dfa_states
+    try:
+        trans, accepting = explore_automaton(sub._rec[0], max_states=cap)
+    except LimitError as e:
+        if e.limit != "max_dfa_states":
+            raise
+        raise GrammarLimitError(f"sub-grammar {name!r}: the custom recognizer has more than {e.value} states; one "
+                                "embedded in a grammar must be finite-state (its automaton is explored at compile "
+                                "time)", limit=e.limit, value=e.value, rule=name) from None
+    if not len(trans):
+        raise GrammarError(f"sub-grammar {name!r}: the custom recognizer accepts no text", rule=name)
+    return trans, accepting
+
+
 def embed(ir: GrammarIR, subs: Mapping[str, "Grammar"]) -> GrammarIR:
     """``ir`` with each name of ``subs`` bound to that constraint (see the module docstring)."""
     if not subs:
@@ -49,6 +71,10 @@ def embed(ir: GrammarIR, subs: Mapping[str, "Grammar"]) -> GrammarIR:
             raise GrammarError(f"sub-grammar {name!r} clashes with a rule or terminal of the grammar", rule=name)
         if sub.kind == "regex":
             terminals[name] = TerminalDef(name, sub.tree)
+            continue
+        if sub.kind == "recognizer":
+            terminals[name] = TerminalDef(name, None, automaton=_explore(sub, name))
+            notes.append(f"sub-grammar {name!r}: a custom recognizer, its automaton explored at compile time")
             continue
         if sub.kind not in ("lark", "gbnf", "yacc"):
             raise GrammarError(f"a {sub.kind} constraint cannot be embedded in a grammar yet", rule=name)

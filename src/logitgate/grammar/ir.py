@@ -26,7 +26,7 @@ Lexing semantics a front end chooses (:class:`LexMode`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from ..regex.ast import Node
 
@@ -106,15 +106,18 @@ class TerminalDef:
 
     ``literal``: the exact text when the terminal is a plain string (keywords beat regexes of the
     same length and priority). ``priority``: higher wins among matches of the same length.
-    ``lazy``: the lexeme ends as soon as it matches (no longest match).
+    ``lazy``: the lexeme ends as soon as it matches (no longest match). ``automaton``: for a custom
+    recognizer embedded as a sub-rule, its explored byte automaton ``(trans, accepting)`` (see
+    ``recognizers.explore_automaton``), and ``node`` is None.
     """
 
     name: str
-    node: Node
+    node: Node | None
     literal: str | None = None
     priority: int = 0
     lazy: bool = False
     line: int | None = None
+    automaton: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,8 @@ def _regular_rules(ir: GrammarIR) -> set[str]:
     while changed:
         changed = False
         for name, ds in deps.items():
-            if name not in depth and all(d in depth or d in ir.terminals for d in ds):
+            if name not in depth and all(d in depth or (d in ir.terminals and ir.terminals[d].automaton is None)
+                                         for d in ds):
                 d = 1 + max((depth[r] for r in ds if r in depth), default=0)
                 if d <= MAX_INLINE_DEPTH:
                     depth[name] = d
@@ -151,8 +152,8 @@ def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple], runs: bool = 
     regular = _regular_rules(ir)
 
     def is_regular(e: Expr) -> bool:
-        if isinstance(e, Ref):
-            return e.name in regular or e.name in ir.terminals
+        if isinstance(e, Ref):  # a custom recognizer's automaton is a terminal of its own, never merged
+            return e.name in regular or (e.name in ir.terminals and ir.terminals[e.name].automaton is None)
         if isinstance(e, (Seq, Alt)):
             return all(is_regular(i) for i in e.items)
         if isinstance(e, Rep):

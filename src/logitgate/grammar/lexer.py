@@ -62,6 +62,67 @@ def bits_of(flags: np.ndarray, n_words: int) -> np.ndarray:
     return out.view("<u8").astype(np.uint64)
 
 
+def _product(terms: list, dfa: object, cap: int, limit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One DFA running the regex terminals' DFA (``dfa``, or None) beside each terminal given as an
+    explored automaton (``Terminal.automaton``: trimmed, so each of its states can still accept),
+    over the reachable tuples of their states. Returns ``(trans, accepting, reachable, start)`` with
+    columns in ``terms`` order."""
+    from ..errors import LimitError as _LimitError
+
+    n_t = len(terms)
+    rx_cols = [k for k, t in enumerate(terms) if t.automaton is None]
+    au_cols = [k for k, t in enumerate(terms) if t.automaton is not None]
+    comps: list[np.ndarray] = []  # transition tables, [n, 256]
+    if dfa is not None and dfa.start >= 0:  # type: ignore[attr-defined]
+        comps.append(np.asarray(dfa.transitions, dtype=np.int32))  # type: ignore[attr-defined]
+        rx_start = int(dfa.start)  # type: ignore[attr-defined]
+    else:
+        rx_start = -1
+    for k in au_cols:
+        comps.append(np.asarray(terms[k].automaton[0], dtype=np.int32))
+    # bytes no component tells apart share a class: one step per class
+    sig = np.stack([np.unique(c.T, axis=0, return_inverse=True)[1].reshape(-1) for c in comps if c.shape[0]], axis=1) \
+        if any(c.shape[0] for c in comps) else np.zeros((256, 1), np.int64)
+    _, reps, byte_class = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    starts = ([rx_start] if rx_start >= 0 else []) + [0 if terms[k].automaton[0].shape[0] else -1 for k in au_cols]
+    first = tuple(starts)
+    ids = {first: 0}
+    order = [first]
+    rows: list[list[int]] = []
+    for tup in order:
+        row = []
+        for b in reps.tolist():
+            nxt = tuple(int(c[s, b]) if s >= 0 else -1 for c, s in zip(comps, tup))
+            if all(s < 0 for s in nxt):
+                row.append(-1)
+                continue
+            k = ids.get(nxt)
+            if k is None:
+                if len(order) >= cap:
+                    raise _LimitError.exceeded(limit, cap, "lexer states")
+                k = ids[nxt] = len(order)
+                order.append(nxt)
+            row.append(k)
+        rows.append(row)
+    states = np.asarray(order, dtype=np.int64).reshape(len(order), len(comps))
+    class_trans = np.asarray(rows, dtype=np.int32).reshape(len(order), len(reps))
+    trans = np.ascontiguousarray(class_trans[:, byte_class])
+    acc = np.zeros((len(order), n_t), dtype=bool)
+    reach = np.zeros((len(order), n_t), dtype=bool)
+    if rx_start >= 0:
+        rs = states[:, 0]
+        ok = rs >= 0
+        acc[np.ix_(ok, rx_cols)] = np.asarray(dfa.accepting, dtype=bool)[rs[ok]]  # type: ignore[attr-defined]
+        reach[np.ix_(ok, rx_cols)] = np.asarray(dfa.reachable, dtype=bool)[rs[ok]]  # type: ignore[attr-defined]
+    for j, k in enumerate(au_cols):
+        ss = states[:, j + (1 if rx_start >= 0 else 0)]
+        ok = ss >= 0
+        acc[ok, k] = np.asarray(terms[k].automaton[1], dtype=bool)[ss[ok]]
+        reach[ok, k] = True  # trimmed: every state of the automaton can still accept
+    return trans, acc, reach, 0
+
+
 def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") -> LexerTables:
     """Build the lexer DFA and its tables for ``cfg``'s terminals (at most ``max_states`` states,
     default the cap ``limit`` of ``get_limits()``; beyond it a ``GrammarLimitError`` naming that cap
@@ -80,18 +141,22 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
     cap = max_states or getattr(get_limits(), limit)
     check_deadline("building the lexer")
     try:
-        dfa = build_dfa([t.node for t in terms], max_states=cap, limit=limit)
+        regex_terms = [t.node for t in terms if t.automaton is None]
+        dfa = build_dfa(regex_terms, max_states=cap, limit=limit) if regex_terms else None
+        if dfa is not None and dfa.start < 0 and len(regex_terms) == n_t:
+            raise GrammarError("no terminal of the grammar matches any string")
+        if len(regex_terms) == n_t:
+            trans = np.asarray(dfa.transitions, dtype=np.int32)
+            acc = np.asarray(dfa.accepting, dtype=bool)
+            reach = np.asarray(dfa.reachable, dtype=bool)
+            start = int(dfa.start)
+        else:  # custom recognizers embedded as terminals: the product with their explored automata
+            trans, acc, reach, start = _product(terms, dfa, cap, limit)
     except LimitError as e:
         if e.limit != limit:  # the deadline
             raise
         raise GrammarLimitError(f"the grammar's terminals need too large a lexer (more than {cap} states)",
                                 limit=limit, value=cap) from None
-    if dfa.start < 0:
-        raise GrammarError("no terminal of the grammar matches any string")
-    trans = np.asarray(dfa.transitions, dtype=np.int32)
-    acc = np.asarray(dfa.accepting, dtype=bool)
-    reach = np.asarray(dfa.reachable, dtype=bool)
-    start = int(dfa.start)
     never = [t.name for k, t in enumerate(terms) if not reach[start, k]]
     if never:
         raise GrammarError(f"terminals that match no string: {', '.join(never)}")
