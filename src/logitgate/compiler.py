@@ -490,7 +490,7 @@ class CompiledRecognizer(CompiledGrammar):
                                                              trie.max_depth, trie.dup_first, trie.dup_other, out)
             else:
                 accepting = recognizer_kernels.step_walker(rec.step, rec.accepting)(
-                    value, trie.nodes, trie.subtree_end, trie.max_depth, trie.dup_first, trie.dup_other, out)
+                    0, value, trie.nodes, trie.subtree_end, trie.max_depth, trie.dup_first, trie.dup_other, out)
         except Exception as exc:  # a typing error in the user's function, found when the walk compiles
             raise RecognizerError(f"the numba walk over step() failed at state {self._states[state]!r}: "
                                   f"{type(exc).__name__}: {exc}", method="step", state=self._states[state]) from exc

@@ -129,16 +129,12 @@ def walk_ranges(keys, vals, shift, nodes, subtree_end, max_depth, r_lo, r_hi, r_
     return n_miss
 
 
-@functools.lru_cache(maxsize=64)
-def step_walker(step: Callable[..., Any], accepting: Callable[..., Any]) -> Callable[..., bool]:
-    """The trie walk compiled around numba functions ``step(state, byte) -> next state``
-    (negative: refused) and ``accepting(state)``, so that they are direct calls (a dispatcher
-    passed as an argument costs microseconds of type dispatch per mask). The walk fills ``out``
-    (duplicate tokens included) and returns ``accepting(state)``. Compiled on first call, once per
-    pair of functions; not cached on disk (it closes over the user's functions)."""
+def _walker(step_of: Callable[..., Any], accepting_of: Callable[..., Any]) -> Callable[..., bool]:
+    """The trie walk compiled around ``step_of(rec, state, byte)`` and ``accepting_of(rec, state)``
+    (numba functions): fills ``out`` (duplicate tokens included), returns whether ``state`` may end."""
 
     @njit(nogil=True)
-    def walk(state, nodes, subtree_end, max_depth, dup_first, dup_other, out):  # pragma: no cover
+    def walk(rec, state, nodes, subtree_end, max_depth, dup_first, dup_other, out):  # pragma: no cover
         n = nodes.shape[0]
         stack = np.empty(max_depth + 1, np.int64)
         stack[0] = state
@@ -146,7 +142,7 @@ def step_walker(step: Callable[..., Any], accepting: Callable[..., Any]) -> Call
         while i < n:
             r = nodes[i]
             d = (r >> 8) & 0xFFFF
-            s = step(stack[d - 1], r & 0xFF)
+            s = step_of(rec, stack[d - 1], r & 0xFF)
             if s < 0:
                 i = subtree_end[i]
                 continue
@@ -160,34 +156,41 @@ def step_walker(step: Callable[..., Any], accepting: Callable[..., Any]) -> Call
             if out[f >> 5] & (np.uint32(1) << np.uint32(f & 31)):
                 o = dup_other[j]
                 out[o >> 5] |= np.uint32(1) << np.uint32(o & 31)
-        return bool(accepting(state))
+        return bool(accepting_of(rec, state))
 
     return walk
 
 
-@njit(nogil=True)  # compiled once per jitclass type it is given; not cached on disk
-def jitclass_walk(rec, state, nodes, subtree_end, max_depth, dup_first, dup_other, out):  # pragma: no cover
-    """``step_walker``'s walk for a numba jitclass instance with ``step(state, byte)`` and
-    ``accepting(state)`` methods; returns ``rec.accepting(state)``."""
-    n = nodes.shape[0]
-    stack = np.empty(max_depth + 1, np.int64)
-    stack[0] = state
-    i = 1
-    while i < n:
-        r = nodes[i]
-        d = (r >> 8) & 0xFFFF
-        s = rec.step(stack[d - 1], r & 0xFF)
-        if s < 0:
-            i = subtree_end[i]
-            continue
-        stack[d] = s
-        t = (r >> 24) - 1
-        if t >= 0:
-            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        i += 1
-    for j in range(dup_first.shape[0]):
-        f = dup_first[j]
-        if out[f >> 5] & (np.uint32(1) << np.uint32(f & 31)):
-            o = dup_other[j]
-            out[o >> 5] |= np.uint32(1) << np.uint32(o & 31)
-    return bool(rec.accepting(state))
+@functools.lru_cache(maxsize=64)
+def step_walker(step: Callable[..., Any], accepting: Callable[..., Any]) -> Callable[..., bool]:
+    """The trie walk compiled around numba functions ``step(state, byte) -> next state`` (negative:
+    refused) and ``accepting(state)``, so that they are direct calls (a dispatcher passed as an
+    argument costs microseconds of type dispatch per mask). Call it as ``walk(0, state, nodes,
+    subtree_end, max_depth, dup_first, dup_other, out)``; it returns ``accepting(state)``. Compiled
+    on first call, once per pair of functions; not cached on disk (it closes over the user's
+    functions)."""
+
+    @njit(nogil=True)
+    def step_of(rec, state, byte):  # pragma: no cover - compiled
+        return step(state, byte)
+
+    @njit(nogil=True)
+    def accepting_of(rec, state):  # pragma: no cover - compiled
+        return accepting(state)
+
+    return _walker(step_of, accepting_of)
+
+
+@njit(nogil=True)
+def _method_step(rec, state, byte):  # pragma: no cover - compiled
+    return rec.step(state, byte)
+
+
+@njit(nogil=True)
+def _method_accepting(rec, state):  # pragma: no cover - compiled
+    return rec.accepting(state)
+
+
+jitclass_walk = _walker(_method_step, _method_accepting)
+"""``step_walker``'s walk for a numba jitclass instance ``rec`` with ``step(state, byte)`` and
+``accepting(state)`` methods: ``jitclass_walk(rec, state, ...)``; compiled once per jitclass type."""

@@ -159,25 +159,3 @@ def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
         if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
             b = dup_other[k]
             out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
-
-
-@njit(nogil=True)  # not cached: compiled once per user step function it is given
-def fill_mask_step(step, state, nodes, subtree_end, max_depth, out):  # pragma: no cover - compiled
-    """``fill_mask_dfa`` for a recognizer given as a numba function ``step(state, byte)`` over
-    int64 states (negative: the byte is refused): the whole trie walk runs in compiled code."""
-    n = nodes.shape[0]
-    stack = np.empty(max_depth + 1, np.int64)
-    stack[0] = state
-    i = 1
-    while i < n:
-        r = nodes[i]
-        d = (r >> 8) & 0xFFFF
-        s = step(stack[d - 1], r & 0xFF)
-        if s < 0:
-            i = subtree_end[i]
-            continue
-        stack[d] = s
-        t = (r >> 24) - 1
-        if t >= 0:
-            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        i += 1
