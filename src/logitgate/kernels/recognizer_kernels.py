@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from .trie_kernels import copy_dups
 
 __all__ = [
     "HASH_MULT",
@@ -151,11 +152,7 @@ def _walker(step_of: Callable[..., Any], accepting_of: Callable[..., Any]) -> Ca
             if t >= 0:
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             i += 1
-        for j in range(dup_first.shape[0]):
-            f = dup_first[j]
-            if out[f >> 5] & (np.uint32(1) << np.uint32(f & 31)):
-                o = dup_other[j]
-                out[o >> 5] |= np.uint32(1) << np.uint32(o & 31)
+        copy_dups(out, dup_first, dup_other)
         return bool(accepting_of(rec, state))
 
     return walk
