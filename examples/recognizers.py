@@ -19,7 +19,7 @@ per state. None of these recognizers has a dead end: from every state they can r
 still be finished, so a model under them always has a way to stop.
 
 As a script it runs each recognizer under the embedded model (SmolLM2-135M) and checks what it
-generated. The module is importable too (``tests/test_recognizers.py`` checks each recognizer
+generated, then the Luhn recognizer as a sub-rule of a Lark grammar. The module is importable too (``tests/test_recognizers.py`` checks each recognizer
 against an independent oracle).
 """
 from __future__ import annotations
@@ -479,6 +479,14 @@ def main() -> int:
               f"{dt:.2f} s, {res.mask_s:.2f} s in masks)")
         assert res.stop_reason == "eos", (name, res.stop_reason, res.text)
         assert check(res.text), (name, res.text)
+    # A finite-state recognizer can also be a sub-rule of a grammar (its automaton is explored once)
+    t = time.perf_counter()
+    grammar = logitgate.Grammar.from_lark('start: "Card: " CARD "\\n"\n%declare CARD',
+                                          subgrammars={"CARD": logitgate.Grammar.from_recognizer(Luhn())})
+    res = generate(model, [{"role": "user", "content": "Write a test credit card number."}],
+                   logitgate.compile(grammar, model.tokenizer), max_tokens=32)
+    print(f"Luhn inside a Lark grammar -> {res.text!r}  ({time.perf_counter() - t:.2f} s, compile included)")
+    assert res.stop_reason == "eos" and res.text.startswith("Card: ") and check_luhn(res.text[6:-1]), res.text
     print("all recognizers: valid outputs")
     return 0
 
