@@ -340,10 +340,9 @@ def _brute_force(tok, rec, state) -> np.ndarray:
     return np.array(sorted(set(out)), dtype=np.int64)
 
 
-def test_explored_transitions_give_the_brute_force_mask_and_survive_forget_and_growth(tok_spm):
+def test_explored_transitions_give_the_brute_force_mask_and_survive_forget(tok_spm):
     rec = Mod7()
     compiled = lg.compile(lg.Grammar.from_recognizer(rec), tok_spm, cache=False)
-    cap0 = compiled._ht_keys.shape[0]
     rng = random.Random(11)
     m = lg.Matcher(compiled)
     state = rec.initial()

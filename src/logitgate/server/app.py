@@ -488,8 +488,11 @@ def create_app(engine: Any, *, api_key: str | None = None, controller_model: Any
     """
     from ..recognizers import as_functional
 
-    for name, rec in (recognizers or {}).items():
-        as_functional(rec)  # TypeError now, naming what is missing, rather than at a request
+    for name, rec in (recognizers or {}).items():  # a TypeError now, naming what is missing, not at a request
+        try:
+            as_functional(rec)
+        except TypeError as exc:
+            raise TypeError(f"recognizers[{name!r}]: {exc}") from None
     state = _State(engine, _engine_names(engine), controller_model, limits=limits or DEFAULT_LIMITS,
                    recognizers=dict(recognizers or {}))
 
