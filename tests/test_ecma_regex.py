@@ -319,8 +319,6 @@ def test_translation_examples() -> None:
 # ---------------------------------------------------------------------------------------------
 
 ERRORS = [
-    ("ab(?=c)", 2, "lookahead"),
-    ("ab(?!c)", 2, "lookahead"),
     ("x(?<!a)b", 1, "lookbehind"),
     ("(?<=a)b", 0, "lookbehind"),
     ("(a)\\1", 3, "backreference"),
@@ -369,3 +367,72 @@ def test_errors_name_the_construct(pattern: str, offset: int | None, fragment: s
         assert info.value.pattern == pattern
         assert info.value.offset == offset
         assert fragment in info.value.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# Lookaheads (top-level, and tempered repetitions before the final '$'), against re.search
+# ---------------------------------------------------------------------------------------------
+
+LOOKAHEAD_PATTERNS = [
+    # from JSONSchemaBench schemas
+    r"^(?!@@)[\w@]+$",
+    r"^(?![i|I][o|O][b|B][r|R][o|O][k|K][e|E][r|R])",
+    r"^(?!^lucene\.|builtin\.|mongodb\.).*",
+    r"^(?!interactive|name|style).+$",
+    r"^((?!mode)(?!Mode).)*$",
+    r"^(?!tag|category)$",
+    r"^(?=[^=]+$)(?!\s+$)(.|\n)+$",
+    r"((?:[^/]*/)*)(?=\.(yaml|yml|json))",
+    r"^(?!org\.bukkit\.)([a-zA-Z_$][a-zA-Z\d_$]*\.)*[a-zA-Z_$][a-zA-Z\d_$]*$",
+    r"^((?!(c|C)(l|L)(y|Y)(d|D)(e|E)).)*$",
+    # more shapes
+    r"^(?=.*\d)(?=.*[a-z]).{3,}$",
+    r"a(?!b)",
+    r"(?=ab)a",
+    r"x(?=y$)",
+    r"^(?:(?=a).)*$",
+    r"x((?!ab).)*$",
+    r"^((?!a$).)*$",
+    r"^(?!(False|None|and)$)[a-z]+$",
+    r"a^(?=b)",
+]
+
+
+@pytest.mark.parametrize("pattern", LOOKAHEAD_PATTERNS)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_lookaheads_against_re_search(pattern: str, data: st.DataObject) -> None:
+    alphabet = sorted(set(pattern) | set("ab .\nxyz/@-"))
+    texts = data.draw(st.lists(st.text(alphabet=alphabet, max_size=14), min_size=1, max_size=20))
+    translated = re.compile(ecma_to_python(pattern))
+    for text in texts:
+        assert matches(pattern, text) == (translated.search(text) is not None), text
+
+
+@pytest.mark.parametrize(("pattern", "reason"), [
+    (r"(a(?=b))", "top-level sequence"),
+    (r"^(a|(?!b)c)$", "top-level sequence"),
+    (r"a(?=b)*", "cannot follow a lookahead"),
+    (r"^a$(?=b)", "anchor before a lookahead"),
+    (r"a(?=^b)", "'^' beside a lookahead"),
+    (r"(?<=a)b", "lookbehind"),
+])
+def test_lookaheads_that_are_not_supported_say_where(pattern: str, reason: str) -> None:
+    with pytest.raises(RegexError) as e:
+        pattern_node(pattern)
+    assert reason in e.value.reason and e.value.pattern == pattern and e.value.offset is not None
+    if "cannot follow" not in reason:
+        assert "not supported" in e.value.reason  # so that a schema relaxes it (reported) rather than failing
+
+
+def test_a_schema_with_a_lookahead_pattern_is_exact(tok_spm) -> None:
+    import logitgate
+
+    schema = {"type": "object", "patternProperties": {r"^(?!@@)[\w@]+$": {"type": "integer"}},
+              "additionalProperties": False}
+    g = logitgate.Grammar.from_json_schema(schema, strict=True)
+    assert not g.relaxed
+    compiled = logitgate.compile(g, tok_spm)
+    for text, ok in ((b'{"a@b":1}', True), (b'{"@@x":1}', False), (b'{"@x":2}', True)):
+        m = logitgate.Matcher(compiled)
+        assert (m.accept_bytes(text) and m.is_accepting()) == ok, text

@@ -84,7 +84,7 @@ RELAXED: dict[str, tuple[dict, str]] = {
                        "properties": {"a": {"$recursiveRef": "#"}}}, "/properties/a/$recursiveRef"),
     "minLength": ({"type": "string", "minLength": 300}, ""),
     "maxLength": ({"type": "string", "maxLength": 300}, ""),
-    "pattern": ({"type": "string", "pattern": "(?=a)b"}, "/pattern"),
+    "pattern": ({"type": "string", "pattern": "(a(?=a)b)"}, "/pattern"),
     "format": ({"type": "string", "format": "email", "maxLength": 250}, ""),
     "multipleOf": ({"type": "number", "multipleOf": 1.234567891}, "/multipleOf"),
     "required": ({"type": "object", "properties": {f"p{i}": {} for i in range(9)},

@@ -24,8 +24,13 @@ surrogate pair written as two ``\\uXXXX`` escapes is one character, ``\\u{1F600}
 * groups ``(...)``, ``(?:...)``, ``(?<name>...)``; quantifiers ``* + ? {n} {n,} {n,m}`` and their
   lazy forms.
 
+Lookaheads ``(?=...)`` and ``(?!...)`` in the pattern's top-level sequence
+(``^(?!@@)[\\w@]+$``, ``^(?=.*\\d)(?=.*[a-z]).{8,}$``, ``a(?=\\.json)``) are exact: the
+remainder of the input at their position is intersected with (or stripped of) what the lookahead
+matches, with the boolean automata of :mod:`logitgate.automata.boolean`.
+
 Refused with a :class:`~logitgate.errors.RegexError` naming the construct's offset in the ECMA
-pattern: lookahead and lookbehind, backreferences (``\\1``, ``\\k<name>``) and legacy octal
+pattern: lookaheads nested in a group, alternative or repetition, lookbehind, backreferences (``\\1``, ``\\k<name>``) and legacy octal
 escapes, word boundaries ``\\b \\B``, modifier groups ``(?i:...)``, script and binary properties
 other than the three above, and syntax errors (including non-ECMA syntax such as ``(?P<n>...)``,
 ``(?i)``, ``\\a``, ``\\Z``). Anchors may stand anywhere (``(?:^|,)x``, ``(a$)?``, ``(^a|b)*``):
@@ -185,7 +190,23 @@ class _Group:
     name: str | None
 
 
-_Item = _Chars | _Anchor | _Seq | _Alt | _Repeat | _Group
+@dataclass(frozen=True)
+class _Look:
+    """A lookahead ``(?=...)`` (or ``(?!...)``, ``negative``) at ``offset`` in the pattern."""
+
+    item: _Item
+    negative: bool
+    offset: int
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A sub-pattern already turned into a tree (no anchors): a tempered repetition."""
+
+    node: Node
+
+
+_Item = _Chars | _Anchor | _Seq | _Alt | _Repeat | _Group | _Look | _Done
 
 _QUANTIFIER = re.compile(r"\{(\d+)(?:(,)(\d*))?\}")
 _HEX_ESCAPE = re.compile(r"x([0-9a-fA-F]{2})")
@@ -278,6 +299,8 @@ class _Parser:
             return atom
         if isinstance(atom, _Anchor):
             raise self.error("nothing to repeat: a quantifier cannot follow an anchor", start)
+        if isinstance(atom, _Look):
+            raise self.error("nothing to repeat: a quantifier cannot follow a lookahead", start)
         lazy = self.peek() == "?"
         self.pos += lazy
         if self.peek() in ("*", "+", "?") or _QUANTIFIER.match(self.s, self.pos):
@@ -301,9 +324,15 @@ class _Parser:
             if head.startswith(":"):
                 capturing = False
                 self.pos += 2
-            elif head.startswith(("=", "!", "<=", "<!")):
-                kind, opener = ("lookbehind", head) if head.startswith("<") else ("lookahead", head[0])
-                raise self.error(f"{kind} (?{opener}...) is not supported", start)
+            elif head.startswith(("<=", "<!")):
+                raise self.error(f"lookbehind (?{head}...) is not supported", start)
+            elif head.startswith(("=", "!")):
+                self.pos += 2
+                item = self.disjunction()
+                if self.peek() != ")":
+                    raise self.error("unterminated group: missing ')'", start)
+                self.pos += 1
+                return _Look(item, head[0] == "!", start)
             elif head.startswith("<"):
                 name = self.group_name(start)
             elif head.startswith("P"):
@@ -524,6 +553,8 @@ def _python(item: _Item) -> str:
         return "".join(map(_python, item.items))
     if isinstance(item, _Alt):
         return "|".join(_python(i) for i in item.items)
+    if isinstance(item, _Look):
+        return f"(?{'!' if item.negative else '='}{_python(item.item)})"
     if isinstance(item, _Group):
         if not item.capturing:
             return f"(?:{_python(item.item)})"
@@ -653,6 +684,8 @@ def _repeat_lang(x: _Lang, lo: int, hi: int | None) -> _Lang:
 def _lang(item: _Item) -> _Lang:
     if isinstance(item, _Chars):
         return {_FREE: CharClass(item.ranges)}
+    if isinstance(item, _Done):
+        return {_FREE: item.node}
     if isinstance(item, _Anchor):
         return {_START if item.start else _END: _EMPTY}
     if isinstance(item, _Seq):
@@ -664,6 +697,10 @@ def _lang(item: _Item) -> _Lang:
         return _union([part for i in item.items for part in _lang(i).items()])
     if isinstance(item, _Group):
         return _lang(item.item)
+    if isinstance(item, _Look):
+        raise _Misplaced(item.offset, "lookahead (?=...) or (?!...) is supported only in the top-level sequence of "
+                                      "a pattern (not inside a group, an alternative or a repetition): not supported "
+                                      "here")
     if item.max == 0:
         return {_FREE: _EMPTY}
     inner = _lang(item.item)
@@ -672,12 +709,156 @@ def _lang(item: _Item) -> _Lang:
     return _repeat_lang(inner, item.min, item.max)
 
 
+class _Misplaced(Exception):
+    """A construct the search language cannot place (a lookahead nested in a group, an anchor
+    beside lookaheads); becomes a RegexError naming the pattern."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+def _first_look(item: _Item) -> _Look | None:
+    if isinstance(item, _Look):
+        return item
+    if isinstance(item, (_Seq, _Alt)):
+        for i in item.items:
+            if (found := _first_look(i)) is not None:
+                return found
+        return None
+    if isinstance(item, (_Group, _Repeat)):
+        return _first_look(item.item)
+    return None
+
+
 @lru_cache(maxsize=1024)
 def pattern_node(pattern: str) -> Node:
     """The tree (over decoded string content) of the strings in which the ECMA-262 ``pattern``
     matches somewhere (JSON Schema ``pattern`` semantics). Raises RegexError."""
-    parts = [
-        _cat(_EMPTY if s else _ANY_STAR, node, _EMPTY if e else _ANY_STAR)
-        for (s, e), node in _lang(_parse(pattern)).items()
-    ]
+    item = _parse(pattern)
+    try:
+        if _first_look(item) is not None:
+            return _lookahead_node(item)
+        parts = [
+            _cat(_EMPTY if s else _ANY_STAR, node, _EMPTY if e else _ANY_STAR)
+            for (s, e), node in _lang(item).items()
+        ]
+    except _Misplaced as e:
+        raise RegexError(e.reason, pattern, e.offset) from None
     return _alt(parts) if parts else CharClass(())
+
+
+_LOOK_MAX_STATES = 10_000
+"""Largest automaton a lookahead's intersection or difference may take (else not supported)."""
+
+
+def _tempered(item: _Item) -> _Done | None:
+    """``(?:(?!A)(?=B)...X)*`` right before the final ``$`` (a "tempered" repetition: characters of
+    ``X``, none of them where the rest of the input starts with ``A``, each where it starts with
+    ``B``), as a tree; None for any other item. Since only ``$`` follows, the rest of the input at
+    an iteration is a non-empty suffix of the repetition's own text ``w``: ``w`` is in ``X*`` and
+    no non-empty suffix of it starts with an ``A`` match (or fails to start with a ``B`` one)."""
+    from ..automata.boolean import complement, difference, intersect
+    from ..errors import CompileError
+
+    if not isinstance(item, _Repeat) or item.min != 0 or item.max is not None:
+        return None
+    body = item.item
+    while isinstance(body, _Group):
+        body = body.item
+    if not isinstance(body, _Seq) or len(body.items) < 2 or not isinstance(body.items[-1], _Chars) or \
+            not all(isinstance(i, _Look) for i in body.items[:-1]):
+        return None
+    looks: list[_Look] = list(body.items[:-1])  # type: ignore[arg-type]
+    for look in looks:
+        nested = _first_look(look.item)
+        if nested is not None:
+            _lang(nested)  # raises _Misplaced
+    chars = CharClass(body.items[-1].ranges)  # type: ignore[union-attr]
+    nonempty = Repeat(CharClass(charsets.ANY), 1, None)
+    try:
+        bad: list[Node] = []
+        for look in looks:
+            parts = []
+            for (s, e), node in _lang(look.item).items():
+                if s:
+                    raise _Misplaced(look.offset, "'^' in a lookahead inside a repetition: not supported")
+                parts.append(_cat(node, _EMPTY if e else _ANY_STAR))
+            starts = _alt(parts) if parts else CharClass(())
+            # the suffixes at which an iteration fails: those that start with (or without) a match
+            failing = starts if look.negative else complement(starts, max_states=_LOOK_MAX_STATES)
+            bad.append(_cat(_ANY_STAR, intersect(failing, nonempty, max_states=_LOOK_MAX_STATES)))
+        node = difference(Repeat(chars, 0, None), _alt(bad), max_states=_LOOK_MAX_STATES)
+    except CompileError:
+        raise _Misplaced(looks[0].offset, f"lookahead: the automaton of the pattern exceeds {_LOOK_MAX_STATES} "
+                                          "states: not supported") from None
+    return _Done(node)
+
+
+def _lookahead_node(item: _Item) -> Node:
+    """``pattern_node`` of a pattern whose top-level sequence has lookaheads.
+
+    Read as ``[^] S0 L1 S1 L2 ... Sn``: segments ``Si`` without lookaheads, lookaheads ``Li`` between
+    them. A lookahead constrains the *remainder* of the input at its position, so the strings
+    that remainder may be are built from the end: ``T = rest(Sn)`` (``Sn`` then anything, or
+    nothing after a ``$``), then for each lookahead ``T = T & rest(body)`` (``(?=``) or
+    ``T - rest(body)`` (``(?!``), and ``T = S(i-1) T``. Without a leading ``^`` the match may
+    start anywhere: ``[^]*`` first. Anchors may stand as the leading ``^``, in the last segment,
+    and in a lookahead body at the very start (``^(?!^a)``); elsewhere they are not supported."""
+    from ..automata.boolean import difference, intersect
+    from ..errors import CompileError
+
+    items = list(item.items) if isinstance(item, _Seq) else [item]
+    lead = False
+    while items and isinstance(items[0], _Anchor) and items[0].start:
+        lead = True
+        items.pop(0)
+    if len(items) >= 2 and isinstance(items[-1], _Anchor) and not items[-1].start:
+        tempered = _tempered(items[-2])
+        if tempered is not None:
+            items[-2] = tempered
+    segments: list[list[_Item]] = [[]]
+    looks: list[_Look] = []
+    for it in items:
+        if isinstance(it, _Look):
+            looks.append(it)
+            segments.append([])
+        else:
+            segments[-1].append(it)
+    for it in [i for seg in segments for i in seg] + [look.item for look in looks]:
+        nested = _first_look(it)
+        if nested is not None:
+            _lang(nested)  # raises _Misplaced at the nested lookahead
+
+    def seq(parts: list[_Item]) -> _Item:
+        return _Seq(tuple(parts))
+
+    def rest(lang: _Lang, offset: int, start_ok: bool) -> Node:
+        """The remainders a language allows: a match, then anything (nothing after its ``$``)."""
+        out = []
+        for (s, e), node in lang.items():
+            if s and not start_ok:
+                raise _Misplaced(offset, "'^' beside a lookahead is supported only at the start of the pattern: "
+                                         "not supported here")
+            out.append(_cat(node, _EMPTY if e else _ANY_STAR))
+        return _alt(out) if out else CharClass(())
+
+    last_at = looks[-1].offset if looks else 0
+    remainder = rest(_lang(seq(segments[-1])), last_at, not looks and lead)
+    for k in range(len(looks) - 1, -1, -1):
+        look = looks[k]
+        at_start = lead and not any(segments[: k + 1])
+        body = rest(_lang(look.item), look.offset, at_start)
+        try:
+            op = difference if look.negative else intersect
+            remainder = op(remainder, body, max_states=_LOOK_MAX_STATES)
+        except CompileError:
+            raise _Misplaced(look.offset, f"lookahead: the automaton of the pattern exceeds {_LOOK_MAX_STATES} "
+                                          "states: not supported") from None
+        before = _lang(seq(segments[k]))
+        if set(before) - {_FREE}:
+            raise _Misplaced(look.offset, "an anchor before a lookahead is supported only as the pattern's leading "
+                                          "'^': not supported here")
+        remainder = _cat(before.get(_FREE, CharClass(())), remainder)
+    return _cat(_EMPTY if lead else _ANY_STAR, remainder)

@@ -87,8 +87,10 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("minLength", "string", "bounded", "all", "In code points, exact up to 256; above that, not enforced "
        "(reported)."),
     _k("maxLength", "string", "bounded", "all", "As `minLength`."),
-    _k("pattern", "string", "partial", "all", "ECMA-262 syntax with search semantics (unanchored). A pattern "
-       "with lookarounds or backreferences is not enforced (reported with its offset). The string "
+    _k("pattern", "string", "partial", "all", "ECMA-262 syntax with search semantics (unanchored). Lookaheads "
+       "in the pattern's top-level sequence (`^(?!@@)\\w+$`, `^(?=.*\\d).{8,}$`) and tempered repetitions "
+       "before the final `$` (`^((?!foo).)*$`) are exact. A pattern with other lookaheads, lookbehinds or "
+       "backreferences is not enforced (reported with its offset). The string "
        "constraints of one position (pattern, format, lengths) together may need at most 20,000 automaton "
        "states, and those of a whole schema at most `Limits.max_json_lexer_states` lexer states; beyond "
        "that, lengths, then patterns and formats are dropped (reported)."),

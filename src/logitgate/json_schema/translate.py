@@ -885,10 +885,10 @@ class Translator:
 
     def pattern_string(self, pattern: str, pointer: str) -> Node | None:
         """The JSON strings ``pattern`` (ECMA-262, search semantics) matches somewhere. A regular
-        construct the regex engine lacks (lookaround, backreference, word boundary) is relaxed:
-        the pattern is read without lookarounds and word boundaries, backreferences as any
-        text (reported); None when even that fails (the pattern is not enforced). Malformed
-        patterns are errors."""
+        construct the regex engine lacks (a nested lookahead, lookbehind, backreference, word
+        boundary) is relaxed: the pattern is read without lookarounds and word boundaries,
+        backreferences as any text (reported); None when even that fails (the pattern is not
+        enforced). Malformed patterns are errors."""
         try:
             return _pattern_string(pattern)
         except RegexError as e:
