@@ -180,7 +180,7 @@ def test_contains_and_unique_items():
 def test_strict_mode_lists_every_unsupported_construct_with_its_pointer():
     schema = {"type": "object", "properties": {
         "a": {"type": "array", "uniqueItems": True},
-        "b": {"oneOf": [{"type": "integer"}, {"minimum": 3}]},
+        "b": {"oneOf": [{"type": "object", "minProperties": 1}, {"type": "object", "maxProperties": 3}]},
     }}
     with pytest.raises(lg.SchemaError) as e:
         lg.Grammar.from_json_schema(schema)
@@ -188,6 +188,36 @@ def test_strict_mode_lists_every_unsupported_construct_with_its_pointer():
     assert "/properties/a/uniqueItems" in pointers and "/properties/b/oneOf" in pointers
     g = lg.Grammar.from_json_schema(schema, strict=False)
     assert {p for p, _ in g.relaxed} == set(pointers)
+
+
+ONE_OF_CASES = [
+    ({"oneOf": [{"type": "integer"}, {"minimum": 3}]},
+     [5, 2, 3.5, "x", 1.5, 3, -7, 100, [1], None, 2.0, True]),
+    # exactly one of two required properties (overlapping branches: an object may have both)
+    ({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+      "oneOf": [{"properties": {"type": {"enum": ["Int32", "String"]}}, "required": ["type"]},
+                {"properties": {"customType": {"type": "string", "pattern": "^[A-Z]"}}, "required": ["customType"]}]},
+     [{"name": "a", "type": "Int32"}, {"name": "a", "customType": "My"}, {"name": "a", "type": "Int32", "customType": "My"},
+      {"name": "a"}, {"name": "a", "type": "Other", "customType": "My"}, {"name": "a", "type": "String", "customType": "x"},
+      {"name": "a", "type": "Other"}]),
+    ({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}, {"const": "b"}]},
+     ["", "abc", "abcd", "bcd", "b", "zzzz", "a", 1]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ONE_OF_CASES)))
+def test_overlapping_one_of_is_exact_when_its_branches_can_be_negated(case, tok_spm):
+    import jsonschema
+
+    schema, values = ONE_OF_CASES[case]
+    # exact, so strict compiles it; any key order, since the branches declare their keys apart
+    g = lg.Grammar.from_json_schema(schema, strict=True, property_order="any")
+    compiled = lg.compile(g, tok_spm)
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in values:
+        m = lg.Matcher(compiled)
+        got = m.accept_bytes(json.dumps(v, separators=(",", ":")).encode()) and m.is_accepting()
+        assert got == validator.is_valid(v), v
 
 
 def test_unsatisfiable_and_malformed_schemas_are_reported():

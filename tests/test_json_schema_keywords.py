@@ -74,7 +74,7 @@ ENFORCED: dict[str, tuple[dict, list[str], list[str]]] = {
 
 # keyword -> (schema strict mode refuses, JSON pointer of the problem)
 RELAXED: dict[str, tuple[dict, str]] = {
-    "oneOf": ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, "/oneOf"),
+    "oneOf": ({"oneOf": [{"type": "object", "minProperties": 1}, {"type": "object", "maxProperties": 3}]}, "/oneOf"),
     "not": ({"not": {"type": "array", "contains": {"type": "string"}}}, "/not"),
     "if": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),
     "then": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),

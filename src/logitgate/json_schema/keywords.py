@@ -57,7 +57,8 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("allOf", "any", "exact", "all", "The members are merged into one conjunction."),
     _k("anyOf", "any", "exact", "all"),
     _k("oneOf", "any", "partial", "all", "Exact when the branches are disjoint (by type, or by a required "
-       "`const`/`enum` property); overlapping branches are enforced as `anyOf`."),
+       "`const`/`enum` property), or when every branch can be negated (as for `not`: each branch is then "
+       "taken with the negation of all the others); otherwise enforced as `anyOf` (reported)."),
     _k("not", "any", "partial", "all", "Exact where the negation is decidable: types, primitive constraints, "
        "`properties`/`required`; otherwise ignored."),
     _k("if", "any", "partial", "7+", "With `then`/`else`: exact when `if` can be negated (as for `not`); "

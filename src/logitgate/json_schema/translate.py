@@ -340,7 +340,8 @@ class Translator:
     def expand(self, conj: list[Sub]) -> list[list[Sub]]:
         """Disjunctive normal form: a list of conjunctions without combinators. When the
         combinations exceed ``Limits.max_schema_alternatives``, ``if``/``then``/``else`` at this position are
-        relaxed (not enforced, reported) and the expansion is tried once more."""
+        relaxed (not enforced, reported), overlapping ``oneOf`` branches are read as ``anyOf``
+        (reported), and the expansion is tried once more."""
         out: list[list[Sub]] = []
         try:
             self._expand(list(conj), [], out, 0)  # _expand consumes its work list: give it a copy
@@ -414,9 +415,13 @@ class Translator:
             if "oneOf" in s:
                 members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
                 if not self._pairwise_disjoint(members):
-                    self.unsupported(sub.pointer + "/oneOf",
-                                     "oneOf whose branches may overlap (enforced as anyOf: a value matching "
-                                     "several branches is not rejected)")
+                    exclusive = None if self._skip_conditionals else self._exclusive(members)
+                    if exclusive is None:
+                        self.unsupported(sub.pointer + "/oneOf",
+                                         "oneOf whose branches may overlap (enforced as anyOf: a value matching "
+                                         "several branches is not rejected)")
+                    else:
+                        members = exclusive
                 branches.append(members)
             if "if" in s and ("then" in s or "else" in s) and self._skip_conditionals:
                 self.unsupported(sub.pointer + "/if", "if/then/else not enforced: with the other combinators "
@@ -569,6 +574,15 @@ class Translator:
                                        sub.child({"type": "object", "properties": {p: n}}, "properties", p)]))
             return out
         return None
+
+    def _exclusive(self, members: list[Sub]) -> list[Any] | None:
+        """``oneOf`` exactly: one option per branch, the branch and the negation of every other
+        (None when a branch cannot be negated). The options are disjoint by construction."""
+        negs = [self.negate(m) for m in members]
+        if any(n is None for n in negs):
+            return None
+        return [_Group([m] + [_BranchSet(list(negs[j])) for j in range(len(members)) if j != i])  # type: ignore[arg-type]
+                for i, m in enumerate(members)]
 
     def _pairwise_disjoint(self, members: list[Sub]) -> bool:
         sigs = [self._signature(m) for m in members]
@@ -1049,6 +1063,8 @@ def _set_scope(items: list[Any], scope: tuple) -> None:
                 x.scope = scope
         elif isinstance(x, _Group):
             _set_scope(x.members, scope)
+        elif isinstance(x, _BranchSet):
+            _set_scope(x.options, scope)
 
 
 class _TooManyAlternatives(SchemaLimitError):
