@@ -81,7 +81,9 @@ def _summary():
 
 def check_position(e: lg.LogitgateError, front: str, source: str) -> None:
     """An error about the input must say where (CompileError, e.g. a cap, is about the result)."""
-    if isinstance(e, lg.RegexError):
+    if isinstance(e, lg.LimitError):  # a cap on the result (DFA states, lexer size): no position to give
+        assert e.limit, f"LimitError without the cap it hit: {e}"
+    elif isinstance(e, lg.RegexError):
         assert e.offset is not None and 0 <= e.offset <= len(source), f"RegexError without a valid offset: {e}"
     elif isinstance(e, lg.GrammarError):
         assert e.line is not None or e.rule is not None, f"GrammarError without line or rule: {e}"

@@ -317,9 +317,10 @@ def test_jsonschemabench_sample(subset):
 
 
 def test_too_many_combinations_relax_conditionals_and_report_them():
-    """An allOf of 10 if/then (2**10 combinations) compiles with strict=False: the conditionals
-    are reported as relaxed, valid documents still pass, the other keywords still hold."""
-    branches = [{"if": {"properties": {"kind": {"const": f"k{i}"}}},
+    """An allOf of 10 independent if/then (2**10 consistent combinations) compiles with
+    strict=False: the conditionals are reported as relaxed, valid documents still pass, the other
+    keywords still hold."""
+    branches = [{"if": {"properties": {f"p{i}": {"const": 1}}, "required": [f"p{i}"]},
                  "then": {"properties": {"v": {"type": "integer", "maximum": i}}}} for i in range(10)]
     schema = {"type": "object", "properties": {"kind": {"type": "string"}, "v": {"type": "integer"}},
               "required": ["kind"], "allOf": branches}
@@ -339,3 +340,25 @@ def test_a_ref_to_a_properties_map_with_an_id_property_is_a_schema_error():
     with pytest.raises(lg.SchemaError, match="id must be a string") as info:
         lg.Grammar.from_json_schema(schema)
     assert info.value.pointer.endswith("/properties/id")
+
+
+def test_if_then_on_one_discriminator_is_exact_without_exploding(tok_spm):
+    """An allOf of many if/then on one property's const (a discriminated union): 2**N combinations
+    of which N + 2 are consistent; the expansion drops the contradictory ones early, so the schema
+    is exact (no relaxation) and valid documents pass."""
+    import jsonschema
+
+    kinds = [f"k{i}" for i in range(14)]
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}},
+              "allOf": [{"if": {"properties": {"kind": {"const": k}}},
+                         "then": {"properties": {"v": {"type": "integer", "maximum": i}}, "required": ["v"]}}
+                        for i, k in enumerate(kinds)]}
+    g = lg.Grammar.from_json_schema(schema, strict=True, property_order="any")
+    compiled = lg.compile(g, tok_spm)
+    validator = jsonschema.Draft202012Validator(schema)
+    values = [{"kind": "k3", "v": 2}, {"kind": "k3", "v": 9}, {"kind": "k3"}, {"kind": "zz", "v": 99}, {"kind": "zz"},
+              {"v": -5}, {}, {"kind": "k13", "v": 13}, {"kind": "k0", "v": 1}, {"kind": 3}]
+    for v in values:
+        m = lg.Matcher(compiled)
+        got = m.accept_bytes(json.dumps(v, separators=(",", ":")).encode()) and m.is_accepting()
+        assert got == validator.is_valid(v), v

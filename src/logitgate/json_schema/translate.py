@@ -447,6 +447,8 @@ class Translator:
                     return
                 else:
                     branches.append(neg)
+            if _contradicts(done, sub):
+                return  # no value satisfies this conjunction: drop the path before it multiplies
             done.append(sub)
             scope = sub.scope + (sub.key,)
             _set_scope(extra, scope)
@@ -557,6 +559,8 @@ class Translator:
         if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
             return [_negated(sub, s)]
         if keys <= {"type", "properties", "required"}:
+            if not isinstance(s.get("required", []), list) or not isinstance(s.get("properties", {}), dict):
+                return None  # malformed: the keyword check reports it where the schema is used
             out = []
             if "type" in s:
                 out.append(_negated(sub, {"type": s["type"]}))
@@ -616,8 +620,11 @@ class Translator:
         if "const" in s:
             types &= {_type_of(s["const"])} | ({"integer"} if _is_integral(s["const"]) else set())
         consts: dict[str, list[Any]] = {}
-        req = set(s.get("required") or [])
-        for p, ps in (s.get("properties") or {}).items():
+        required, props = s.get("required") or [], s.get("properties") or {}
+        if not isinstance(required, list) or not isinstance(props, dict):
+            return None  # malformed: the keyword check reports it where the schema is used
+        req = {r for r in required if isinstance(r, str)}
+        for p, ps in props.items():
             if p in req and isinstance(ps, dict):
                 if "const" in ps:
                     consts[p] = [ps["const"]]
@@ -1049,6 +1056,89 @@ class _NotSchema(dict):
     @property
     def inner(self) -> dict:
         return self["not"]
+
+
+_ABSENT = object()
+"""A property's "value" when the object does not have it (see ``_contradicts``)."""
+
+
+def _value_constraints(schema: Any, allowed: dict[str, set], excluded: dict[str, set]) -> bool:
+    """Record what ``schema`` (one member of a conjunction) says about the values of object
+    properties: ``const``/``enum``/``false`` property schemas narrow ``allowed[p]`` (canonical JSON
+    texts, and ``_ABSENT`` unless ``p`` is required there), a negated ``const``/``enum`` and
+    ``required`` add to ``excluded[p]``. Returns whether ``schema`` forces the value to be an object."""
+    if not isinstance(schema, dict):
+        return False
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    for p in required:
+        if isinstance(p, str):
+            excluded.setdefault(p, set()).add(_ABSENT)
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        for p, ps in props.items():
+            if isinstance(ps, Sub):
+                ps = ps.schema
+            values: list[Any] | None = None
+            if ps is False:
+                values = []
+            elif isinstance(ps, _NotSchema):
+                inner = ps.inner
+                if isinstance(inner, dict) and len(inner) == 1 and ("const" in inner or isinstance(inner.get("enum"), list)):
+                    keys = [_canonical(v) for v in ([inner["const"]] if "const" in inner else inner["enum"])]
+                    if all(k is not None for k in keys):
+                        excluded.setdefault(p, set()).update(keys)
+                continue
+            elif isinstance(ps, dict) and "const" in ps:
+                values = [ps["const"]]
+            elif isinstance(ps, dict) and isinstance(ps.get("enum"), list):
+                values = ps["enum"]
+            if values is None:
+                continue
+            domain = {_canonical(v) for v in values}
+            if None in domain:
+                continue
+            if p not in required:
+                domain.add(_ABSENT)
+            allowed[p] = domain if p not in allowed else allowed[p] & domain
+    t = schema.get("type")
+    return t == "object" or t == ["object"]
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable stand-in for a JSON value, equal exactly for JSON-equal values (1 == 1.0,
+    True != 1); None for anything else (then the property is not constrained)."""
+    if value is None:
+        return ("null",)
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, (int, Decimal)):
+        return ("number", Decimal(value).normalize()) if Decimal(value).is_finite() else None
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return None if any(i is None for i in items) else ("array", tuple(items))
+    if isinstance(value, dict):
+        pairs = [(k, _canonical(v)) for k, v in value.items()]
+        return None if any(v is None for _, v in pairs) else ("object", tuple(sorted(pairs)))
+    return None
+
+
+def _contradicts(done: list[Sub], sub: Sub) -> bool:
+    """Whether ``done`` and ``sub`` together certainly allow no value: every member forces an object
+    (or one does) and some property can take none of its values (two different ``const``s, a
+    ``const`` and its negation, ``required`` and ``false``...). Used to prune the disjunctive normal
+    form early (an ``allOf`` of ``if``/``then`` on one discriminator property has few consistent
+    combinations among exponentially many); a conjunction it does not catch is still found empty
+    later, so this is only about speed and the alternatives cap."""
+    allowed: dict[str, set] = {}
+    excluded: dict[str, set] = {}
+    is_object = False
+    for member in (*done, sub):
+        is_object |= _value_constraints(member.schema, allowed, excluded)
+    if not is_object:
+        return False
+    return any(not (domain - excluded.get(p, set())) for p, domain in allowed.items())
 
 
 def _negated(sub: Sub, inner: dict) -> Sub:
