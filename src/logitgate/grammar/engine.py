@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -239,6 +240,10 @@ class CFGEngine:
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
+        self._plain_memo: dict[int, tuple[int, tuple[int, ...]] | None] = {}  # see _plain_step
+        self._chains: dict[int, tuple] = {}  # see _plain_chain
+        self._bodies: dict[int, tuple | None] = {}  # see _body_shape
+        self._string_body = None  # the vocabulary's StringBodySplit, when first needed
         probe = self.new_state()
         if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
             from ..errors import GrammarError
@@ -274,10 +279,10 @@ class CFGEngine:
         if mask is not None:
             return mask
         trie = self.trie
-        inside, groups, first_bytes = self._partial_mask(st.lex, ch.row_exp[last])[:3]
+        hit = self._partial_mask(st.lex, ch.row_exp[last])
+        inside, first_bytes = hit[0], hit[2]
         out = inside.copy()
-        if groups[1].shape[0]:
-            self._boundary(out, groups, ch)
+        self._boundaries(out, hit, ch)
         if first_bytes is not None:
             self._after_first_byte(st, first_bytes, out)
         self.n_walks += 1
@@ -296,12 +301,21 @@ class CFGEngine:
                 self._mask_bytes -= old.nbytes
         return words
 
-    def _boundary(self, out: np.ndarray, groups: tuple, ch: _Chart) -> None:
+    def _boundaries(self, out: np.ndarray, hit: tuple, ch: _Chart) -> None:
+        """``_boundary`` for a partial mask's groups, and for those of the part of it walked in
+        another trie (``hit[6]``: see ``_partial_mask``)."""
+        while hit is not None:
+            if hit[1][1].shape[0]:
+                self._boundary(out, hit[1], ch, hit[4])
+            hit = hit[6]
+
+    def _boundary(self, out: np.ndarray, groups: tuple, ch: _Chart, trie: Any = None) -> None:
         """OR into ``out`` the tokens crossing the boundaries of ``groups`` (parser at ``ch``'s
-        last row). Bits are only ever added, so a retry after growing the chart is safe."""
+        last row; ``groups`` are nodes of ``trie``, default the vocabulary's). Bits are only ever
+        added, so a retry after growing the chart is safe."""
         if groups[1].shape[0] == 0:
             return
-        trie = self.trie
+        trie = self.trie if trie is None else trie
         rows = ch.n_rows
         memo = getattr(self._tls, "memo", None)
         if memo is None:
@@ -329,11 +343,10 @@ class CFGEngine:
         if r != ek.OK:
             return
         try:
-            inside, groups = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)[:2]
-            out |= inside
+            hit = self._partial_mask(self.lexer.start, ch.row_exp[rows], first_bytes)
+            out |= hit[0]
             # from the start state no boundary is at the first byte (lexemes are never empty)
-            if groups[1].shape[0]:
-                self._boundary(out, groups, ch)
+            self._boundaries(out, hit, ch)
         finally:
             ch.meta[0] = rows
 
@@ -353,19 +366,28 @@ class CFGEngine:
                 if uses == MERGE_AFTER_USES:
                     # reused: merging its big groups too now pays for itself
                     dn, ds = hit[5][0], hit[5][1]
-                    groups = ek.merge_groups(self.trie.nodes, self.trie.subtree_end, dn, ds, 1 << 30)
-                    hit = (hit[0], groups, hit[2], hit[3], hit[4], None)
+                    groups = ek.merge_groups(hit[4].nodes, hit[4].subtree_end, dn, ds, 1 << 30)
+                    hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6])
                     with self._lock:
                         self._partial_bytes += _entry_bytes(hit) - _entry_bytes(self._partial[key])
                         self._partial[key] = hit
             return hit
-        trie = self.trie
         first_ok = self._all_bytes if first is None else first
         exp = np.ascontiguousarray(exp)
-        inside, bnd_node, bnd_state = self._lexer_walk(lex, exp, first_ok)
+        body = self._body_walk(lex, exp) if first is None and lex != self.lexer.start else None
+        chained = None
+        if body is not None:
+            # plain tokens from a table, the others walked in their own trie; the tokens starting
+            # with a byte that leaves the body another way, in the full trie (a chained entry)
+            inside, bnd_node, bnd_state, trie, elsewhere = body
+            if elsewhere.any():
+                chained = self._partial_mask(lex, exp, elsewhere)
+                inside = inside | chained[0]
+        else:
+            inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
-        at_first = self._node_depth[bnd_node] == 1
+        at_first = (self._node_depth if trie is self.trie else trie.node_depth)[bnd_node] == 1
         first_bytes = np.zeros(256, np.uint8)
         first_bytes[trie.nodes[bnd_node[at_first]] & 0xFF] = 1
         deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
@@ -373,7 +395,9 @@ class CFGEngine:
         dn, ds = np.ascontiguousarray(deep_node[order]), np.ascontiguousarray(deep_state[order])
         groups = ek.merge_groups(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT)
         pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
-        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, None, pending)
+        if chained is not None and chained[2] is not None:
+            first_bytes |= chained[2]
+        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, trie, pending, chained)
         with self._lock:
             self._partial[key] = hit
             self._partial_bytes += _entry_bytes(hit)
@@ -382,8 +406,9 @@ class CFGEngine:
                 self._partial_bytes -= _entry_bytes(old)
         return hit
 
-    def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[np.ndarray, ...]:
-        """``(inside mask, boundary nodes, boundary states)`` of the lexer-only walk from ``lex``.
+    def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
+        """``(inside mask, boundary nodes, boundary states, the trie they are nodes of)`` of the
+        lexer-only walk from ``lex``.
 
         Inside a lexeme, the walk is shared across grammars over the same vocabulary: its result
         depends only on the part of the lexer reachable within the trie's depth, so it is keyed by
@@ -400,7 +425,7 @@ class CFGEngine:
                 skey = (int(h1), int(h2), int(n))
                 found = _shared_walks(trie).get(skey)
                 if found is not None:
-                    return found[0], found[1], order[found[2]]
+                    return found[0], found[1], order[found[2]], trie
             else:
                 order = None
         inside = np.zeros(self.mask_words, dtype=np.uint32)
@@ -420,7 +445,176 @@ class CFGEngine:
                 inside.setflags(write=False)
                 bnd_node.setflags(write=False)
                 _shared_walks(trie).put(skey, (inside, bnd_node, canon))
-        return inside, bnd_node, bnd_state
+        return inside, bnd_node, bnd_state, trie
+
+    # -- string bodies: plain tokens by length, the rest walked -----------------------------------
+
+    _PLAIN_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], np.int64)
+    # UTF-8 lead bytes and the ranges of the continuation bytes after them (valid scalars only)
+    _UTF8_FORMS = (
+        (range(0xC2, 0xE0), ((0x80, 0xBF),)),
+        (range(0xE0, 0xE1), ((0xA0, 0xBF), (0x80, 0xBF))),
+        (range(0xE1, 0xED), ((0x80, 0xBF), (0x80, 0xBF))),
+        (range(0xED, 0xEE), ((0x80, 0x9F), (0x80, 0xBF))),
+        (range(0xEE, 0xF0), ((0x80, 0xBF), (0x80, 0xBF))),
+        (range(0xF0, 0xF1), ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+        (range(0xF1, 0xF4), ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+        (range(0xF4, 0xF5), ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
+    )
+
+    def _utf8_to(self, s: int, succ: int) -> tuple[int, ...] | None:
+        """The states inside multi-byte characters when every valid non-ASCII character (a
+        plain one) leads from lexer state ``s`` to ``succ`` (``-1``: every one is refused), passing
+        only states that accept no lexeme; None otherwise."""
+        trans, acc = self.lexer.trans, self.lexer.acc_bits
+        mids: set[int] = set()
+        for leads, conts in self._UTF8_FORMS:
+            frontier = set(trans[s, leads.start:leads.stop].tolist())
+            for lo, hi in conts:
+                if succ < 0:
+                    if frontier != {-1}:
+                        return None
+                    break
+                if -1 in frontier:
+                    return None
+                mids |= frontier
+                nxt: set[int] = set()
+                for f in frontier:
+                    row = trans[f, lo:hi + 1]
+                    first = int(row[0])
+                    if row.min() == row.max():  # the usual case: one state for the whole range
+                        nxt.add(first)
+                    else:
+                        nxt.update(row.tolist())
+                frontier = nxt
+            else:
+                if frontier != {succ}:
+                    return None
+        if any(acc[m].any() for m in mids):
+            return None
+        return tuple(sorted(mids))
+
+    def _plain_step(self, s: int) -> tuple[int, tuple[int, ...]] | None:
+        """Where every plain character (see ``TokenTrie.string_body``) leads from lexer state
+        ``s``: ``(state, the states inside multi-byte characters)``, ``(-1, ())`` when every one is
+        refused, None when they do not all lead to one state (or ``s`` or a state inside a
+        character accepts a lexeme). Memoised per state."""
+        memo = self._plain_memo
+        if s in memo:
+            return memo[s]
+        row = self.lexer.trans[s, self._PLAIN_ASCII]
+        succ = int(row[0])
+        out: tuple[int, tuple[int, ...]] | None = None
+        if (row == succ).all() and not self.lexer.acc_bits[s].any():
+            mids = self._utf8_to(s, succ)
+            if mids is not None:
+                out = (succ, mids)
+        memo[s] = out
+        return out
+
+    def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, list[tuple[int, ...]]] | None:
+        """The states plain characters lead through from ``lex`` (at most ``limit``, ending before
+        the first refused character), and for each the states inside multi-byte characters on the
+        way to it; None when some state on the way is not a string body (``_plain_step``)."""
+        got = self._chains.get(lex)
+        if got is None:
+            states: list[int] = []
+            mids: list[tuple[int, ...]] = []
+            s = lex
+            while len(states) < limit:
+                step = self._plain_step(s)
+                if step is None:
+                    got = (None, None)
+                    break
+                if step[0] < 0:
+                    break
+                states.append(step[0])
+                mids.append(step[1])
+                s = step[0]
+            if got is None:
+                got = (np.asarray(states, np.int64), mids)
+            self._chains[lex] = got
+        return None if got[0] is None else got  # type: ignore[return-value]
+
+    def _body_shape(self, lex: int, split: Any) -> tuple | None:
+        """What ``_body_walk`` needs of lexer state ``lex`` whatever the expected set: the chain
+        ``every`` (the state after one plain character, then along its chain), the states inside
+        multi-byte characters with the step each is on, the first bytes ``elsewhere``, and the
+        plain tokens starting with them (``drop``, or None); None: not a string body."""
+        lx = self.lexer
+        if lx.acc_bits[lex].any() or split.max_chars == 0:
+            return None
+        row = lx.trans[lex, self._PLAIN_ASCII]
+        values, counts = np.unique(row, return_counts=True)
+        succ = int(values[counts.argmax()])
+        if succ < 0:
+            return None  # most plain characters end here: the full walk is short
+        chain = self._plain_chain(succ, split.max_chars - 1)
+        if chain is None:
+            return None
+        states, mids = chain
+        elsewhere = np.zeros(256, np.uint8)
+        elsewhere[self._PLAIN_ASCII[row != succ]] = 1
+        first_mids = self._utf8_to(lex, succ)
+        if first_mids is None:
+            elsewhere[0xC2:0xF5] = 1  # multi-byte characters go their own ways: the full walk
+            first_mids = ()
+        drop = None
+        if elsewhere.any():
+            leaving = np.flatnonzero(elsewhere[:0x80])
+            drop = np.bitwise_or.reduce(self.trie.first_byte_masks[leaving], axis=0) if leaving.size else \
+                np.zeros(split.cumulative.shape[1], np.uint32)
+            if elsewhere[0xC2]:
+                drop = drop | split.non_ascii_first
+        per_step = [first_mids, *mids]  # the states inside the multi-byte characters of each step
+        mid_states = np.asarray([m for ms in per_step for m in ms], np.int64)
+        mid_step = np.asarray([k for k, ms in enumerate(per_step) for _ in ms], np.int64)
+        return np.concatenate(([succ], states)), mid_states, mid_step, elsewhere, drop
+
+    def _body_walk(self, lex: int, exp: np.ndarray) -> tuple[Any, ...] | None:
+        """The lexer-only walk from a state inside a string body, in parts; None when ``lex`` is not
+        one. Returns ``(inside, boundary nodes, boundary states, trie, elsewhere)``.
+
+        Most plain characters (see ``TokenTrie.string_body``) lead from ``lex`` to one state, and
+        from there every plain character leads on along one chain of states (a string body, a
+        length counter). A plain token of ``n`` characters that starts that way stays inside the
+        lexeme exactly when the first ``n`` states of the chain (and the states inside its
+        multi-byte characters) are viable for ``exp``; it never meets a lexeme's end, which no
+        chain state accepts. So those tokens are one row of the table of plain tokens by length,
+        the other tokens starting that way are walked in their own small trie, and the bytes
+        ``elsewhere`` (plain characters that lead to another state, e.g. the first letters of a
+        schema's keys) are left to the full walk (the caller chains it)."""
+        split = self._string_body
+        if split is None:
+            if self.trie.n_tokens < 1024:  # small vocabularies: the full walk is as cheap
+                return None
+            split = self._string_body = self.trie.string_body
+        lx = self.lexer
+        shape = self._bodies.get(lex, False)
+        if shape is False:
+            shape = self._bodies[lex] = self._body_shape(lex, split)
+        if shape is None:
+            return None
+        every, mid_states, mid_step, elsewhere, drop = shape
+        live = exp | lx.ignore_bits
+        viable = (lx.reach_bits[every] & live).any(axis=1)
+        n = int(viable.argmin()) if not viable.all() else len(viable)  # steps the walk goes on through
+        if mid_states.size:
+            stuck = mid_step[~(lx.reach_bits[mid_states] & live).any(axis=1)]
+            if stuck.size and int(stuck.min()) < n:
+                return None  # ASCII goes on, some multi-byte characters stop: not one row
+        # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
+        # end the lexeme, which no chain state (nor a state inside a character) accepts
+        words = split.cumulative.shape[1]
+        inside = np.zeros(self.mask_words, dtype=np.uint32)
+        inside[:words] = split.cumulative[n] if drop is None else split.cumulative[n] & ~drop
+        rest = split.rest
+        first_ok = np.ascontiguousarray(1 - elsewhere)
+        bnd_node = np.empty(rest.n_nodes, np.int32)
+        bnd_state = np.empty(rest.n_nodes, np.int32)
+        nb = int(ek.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
+                               bnd_node, bnd_state))
+        return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), rest, elsewhere
 
     @property
     def n_masks_computed(self) -> int:
@@ -434,7 +628,7 @@ class CFGEngine:
 
 
 def _entry_bytes(entry: tuple) -> int:
-    inside, groups, first_bytes, bnd_node, _, pending = entry
+    inside, groups, first_bytes, bnd_node, _, pending, _ = entry
     extra = pending[0].nbytes + pending[1].nbytes if pending is not None else 0
     return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + 256 + extra
 

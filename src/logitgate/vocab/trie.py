@@ -100,6 +100,12 @@ class TokenTrie:
         out.setflags(write=False)
         return out
 
+    @functools.cached_property
+    def string_body(self) -> "StringBodySplit":
+        """The tokens that are plain text inside a JSON-style string, apart (see
+        :class:`StringBodySplit`); built on first use (a pass over the vocabulary)."""
+        return StringBodySplit.of(self)
+
     @classmethod
     def from_tokenizer(cls, tok: "Tokenizer") -> "TokenTrie":
         """The trie of ``tok``'s non-special tokens."""
@@ -132,3 +138,59 @@ class TokenTrie:
     def token_span(self, token_id: int) -> tuple[int, int]:
         """``(start, end)`` of the token's bytes in ``token_flat``."""
         return int(self.token_off[token_id]), int(self.token_off[token_id + 1])
+
+
+class StringBodySplit:
+    """The vocabulary split for lexer states inside a string body: *plain* tokens (complete UTF-8
+    text of characters other than ``"``, ``\\`` and U+0000-U+001F, the body of a JSON string) by
+    their length in characters, and a trie of all the others.
+
+    ``cumulative[n]`` (uint32 words): the plain tokens of at most ``n`` characters, ``n`` up to
+    ``max_chars``; ``rest``: a trie of the other tokens, with their own ids. A lexer state that
+    moves every plain character to one same state (a string body, a length counter) needs a walk
+    of ``rest`` only: the plain tokens that fit are one row of ``cumulative``.
+    """
+
+    __slots__ = ("cumulative", "max_chars", "rest", "n_plain", "non_ascii_first")
+
+    def __init__(self, cumulative: np.ndarray, max_chars: int, rest: "TokenTrie", n_plain: int,
+                 non_ascii_first: np.ndarray) -> None:
+        self.cumulative = cumulative
+        self.max_chars = max_chars
+        self.rest = rest
+        self.n_plain = n_plain
+        self.non_ascii_first = non_ascii_first
+        """The tokens (of the trie) whose first byte is a UTF-8 lead byte, 0xC2-0xF4."""
+
+    @classmethod
+    def of(cls, trie: "TokenTrie") -> "StringBodySplit":
+        n = trie.n_tokens
+        words = (n + 31) // 32
+        tokens: list[bytes] = []
+        plain_ids: list[int] = []
+        plain_len: list[int] = []
+        flat, off, node = trie.token_flat, trie.token_off, trie.token_node
+        for t in range(n):
+            data = flat[off[t]:off[t + 1]].tobytes()
+            tokens.append(data)
+            if node[t] < 0 or not data:
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if all(c >= " " and c != '"' and c != "\\" for c in text):
+                plain_ids.append(t)
+                plain_len.append(len(text))
+        max_chars = max(plain_len, default=0)
+        by_len = np.zeros((max_chars + 1, words), dtype=np.uint32)
+        if plain_ids:
+            ids = np.asarray(plain_ids, dtype=np.int64)
+            np.bitwise_or.at(by_len, (np.asarray(plain_len), ids >> 5), np.uint32(1) << (ids & 31).astype(np.uint32))
+        cumulative = np.bitwise_or.accumulate(by_len, axis=0)
+        cumulative.setflags(write=False)
+        excluded = set(plain_ids) | {t for t in range(n) if node[t] < 0}
+        non_ascii_first = np.bitwise_or.reduce(trie.first_byte_masks[0xC2:0xF5], axis=0)
+        non_ascii_first.setflags(write=False)
+        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), len(plain_ids), non_ascii_first)
+

@@ -1,0 +1,100 @@
+"""The string-body split of the mask walk (``TokenTrie.string_body``, ``CFGEngine._body_walk``):
+plain tokens taken by length from a table, the rest walked in their own trie, the tokens starting
+with bytes that leave the body another way walked in full. Checked against the plain full walk
+(the fast path switched off) along random walks on both mistral tokenizers."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import logitgate as lg
+from logitgate.grammar import engine as engine_mod
+
+SCHEMAS = {
+    "plain strings": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+                      "required": ["a", "b"], "additionalProperties": False},
+    "length counters": {"type": "object", "properties": {
+        "short": {"type": "string", "minLength": 2, "maxLength": 5},
+        "long": {"type": "string", "maxLength": 40}}, "required": ["short", "long"]},
+    "open keys": {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "string"}},
+                  "additionalProperties": {"type": "string", "maxLength": 12}},
+    "patterns and formats": {"type": "array", "items": {"anyOf": [
+        {"type": "string", "pattern": "^[a-z]+$"}, {"type": "string", "format": "date"},
+        {"type": "string", "enum": ["été", "naïve", "日本"]}]}, "maxItems": 4},
+}
+
+
+def _walk_equal(grammar: lg.Grammar, tok: lg.Tokenizer, seed: int, steps: int, monkeypatch,
+                prefix: bytes = b"") -> int:
+    """Masks with the split equal those of the full walk along a random walk; returns how many
+    masks the split computed."""
+    fast = lg.compile(grammar, tok, cache=False)
+    with monkeypatch.context() as mp:
+        mp.setattr(engine_mod.CFGEngine, "_body_walk", lambda self, lex, exp: None)
+        slow = lg.compile(grammar, tok, cache=False)
+    used = 0
+    original = engine_mod.CFGEngine._body_walk
+
+    def counting(self, lex, exp):
+        nonlocal used
+        got = original(self, lex, exp)
+        used += got is not None
+        return got
+
+    rng = random.Random(seed)
+    a, b = lg.Matcher(fast), lg.Matcher(slow)
+    assert a.accept_bytes(prefix) and b.accept_bytes(prefix)
+    for _ in range(steps):
+        with monkeypatch.context() as mp:
+            mp.setattr(engine_mod.CFGEngine, "_body_walk", counting)
+            want_fast = a.allowed_token_ids()
+        with monkeypatch.context() as mp:
+            mp.setattr(engine_mod.CFGEngine, "_body_walk", lambda self, lex, exp: None)
+            want_slow = b.allowed_token_ids()
+        assert np.array_equal(want_fast, want_slow), (len(want_fast), len(want_slow))
+        choices = [int(t) for t in want_slow if int(t) not in tok.eos_token_ids]
+        if not choices:
+            break
+        # prefer longer tokens now and then, so the walk gets deep into strings
+        t = max(rng.sample(choices, min(4, len(choices))), key=lambda x: len(tok.tokens[x]))
+        assert a.accept_token(t) and b.accept_token(t)
+    return used
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_the_split_gives_the_full_walk_masks(name, real_tok, monkeypatch):
+    g = lg.Grammar.from_json_schema(SCHEMAS[name], property_order="any")
+    used = sum(_walk_equal(g, real_tok, seed, 30, monkeypatch) for seed in range(3))
+    if name != "patterns and formats":
+        assert used > 0  # the split was taken, not only skipped
+
+
+def test_lark_strings_take_the_split_too(real_tok, monkeypatch):
+    g = lg.Grammar.from_lark('start: "[" (STR ("," STR)*)? "]"\nSTR: /"[^"\\\\\\x00-\\x1f]{0,20}"/')
+    assert sum(_walk_equal(g, real_tok, seed, 25, monkeypatch, b'["') for seed in range(3)) > 0
+
+
+def test_the_plain_token_table(tok_tekken):
+    split = tok_tekken.trie.string_body
+    assert split.n_plain > 100_000 and split.rest.n_nodes < tok_tekken.trie.n_nodes // 10
+    cum = split.cumulative
+    assert not cum[0].any() and all((cum[k] & ~cum[k + 1] == 0).all() for k in range(split.max_chars))
+    plain = np.flatnonzero(lg.bitmask_to_bool(cum[-1].view(np.int32), tok_tekken.n_tokens))
+    for t in random.Random(0).sample(plain.tolist(), 300):
+        text = tok_tekken.tokens[t].decode("utf-8")
+        assert text and all(c >= " " and c not in '"\\' for c in text)
+        k = len(text)
+        assert (cum[k][t >> 5] >> (t & 31)) & 1 and not (cum[k - 1][t >> 5] >> (t & 31)) & 1
+    for t in (tok_tekken.tokens.index(b'"'), tok_tekken.tokens.index(b"\\")):
+        assert tok_tekken.trie.token_node[t] >= 0 and split.rest.token_node[t] >= 0
+
+
+def test_a_mask_wider_than_the_vocabulary(monkeypatch):
+    from .conftest import mistral_file
+
+    tok = lg.Tokenizer.from_mistral(mistral_file("tokenizer.model.v1"), vocab_size=32_768)
+    assert tok.vocab_size > tok.n_tokens
+    g = lg.Grammar.from_json_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 9}}})
+    assert sum(_walk_equal(g, tok, seed, 12, monkeypatch, b'{"s":"') for seed in range(3)) > 0
