@@ -243,7 +243,9 @@ class CFGEngine:
         self._plain_memo: dict[int, tuple[int, tuple[int, ...]] | None] = {}  # see _plain_step
         self._chains: dict[int, tuple] = {}  # see _plain_chain
         self._bodies: dict[int, tuple | None] = {}  # see _body_shape
-        self._string_body = None  # the vocabulary's StringBodySplit, when first needed
+        # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
+        # compile rather than in the middle of a generation); small vocabularies walk in full
+        self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
         probe = self.new_state()
         if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
             from ..errors import GrammarError
@@ -586,9 +588,7 @@ class CFGEngine:
         schema's keys) are left to the full walk (the caller chains it)."""
         split = self._string_body
         if split is None:
-            if self.trie.n_tokens < 1024:  # small vocabularies: the full walk is as cheap
-                return None
-            split = self._string_body = self.trie.string_body
+            return None
         lx = self.lexer
         shape = self._bodies.get(lex, False)
         if shape is False:

@@ -159,3 +159,65 @@ def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
         if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
             b = dup_other[k]
             out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+
+
+@njit(cache=True, nogil=True)
+def plain_text_lengths(flat, offsets, token_node):  # pragma: no cover - compiled
+    """For each token: its length in characters when its bytes are complete, valid UTF-8 text
+    of characters other than ``"``, ``\\`` and U+0000-U+001F (the body of a JSON string), else
+    -1 (also for tokens not in the trie, ``token_node < 0``, and empty ones)."""
+    n = token_node.shape[0]
+    out = np.full(n, -1, np.int32)
+    for t in range(n):
+        if token_node[t] < 0:
+            continue
+        i = offsets[t]
+        end = offsets[t + 1]
+        if i == end:
+            continue
+        chars = 0
+        ok = True
+        while i < end:
+            b = flat[i]
+            if b < 0x80:
+                if b < 0x20 or b == 0x22 or b == 0x5C:
+                    ok = False
+                    break
+                i += 1
+            else:
+                if 0xC2 <= b <= 0xDF:
+                    k, lo, hi = 1, 0x80, 0xBF
+                elif b == 0xE0:
+                    k, lo, hi = 2, 0xA0, 0xBF
+                elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+                    k, lo, hi = 2, 0x80, 0xBF
+                elif b == 0xED:
+                    k, lo, hi = 2, 0x80, 0x9F
+                elif b == 0xF0:
+                    k, lo, hi = 3, 0x90, 0xBF
+                elif 0xF1 <= b <= 0xF3:
+                    k, lo, hi = 3, 0x80, 0xBF
+                elif b == 0xF4:
+                    k, lo, hi = 3, 0x80, 0x8F
+                else:
+                    ok = False
+                    break
+                if i + k >= end:  # the character is cut off at the token's end
+                    ok = False
+                    break
+                c = flat[i + 1]
+                if c < lo or c > hi:
+                    ok = False
+                    break
+                for j in range(2, k + 1):
+                    c = flat[i + j]
+                    if c < 0x80 or c > 0xBF:
+                        ok = False
+                        break
+                if not ok:
+                    break
+                i += k + 1
+            chars += 1
+        if ok:
+            out[t] = chars
+    return out

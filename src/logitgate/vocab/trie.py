@@ -41,14 +41,16 @@ class TokenTrie:
 
     def __init__(self, token_bytes: list[bytes] | tuple[bytes, ...], excluded: frozenset[int] | set[int] = frozenset()) -> None:
         n = len(token_bytes)
-        lengths = np.fromiter((len(b) for b in token_bytes), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=n)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         if offsets[-1] >= 2**31:
             raise ValueError("token bytes exceed 2 GiB in total")
         flat = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
-        members = [t for t in range(n) if t not in excluded and lengths[t] > 0]
-        members.sort(key=token_bytes.__getitem__)
+        keep = lengths > 0
+        gone = [t for t in excluded if 0 <= t < n]
+        keep[gone] = False
+        members = sorted(np.flatnonzero(keep).tolist(), key=token_bytes.__getitem__)
         order = np.asarray(members, dtype=np.int32)
         node_byte, node_depth, subtree_end, tok_off, node_tokens, token_node = trie_kernels.build_trie(
             _readonly(flat.copy()), _readonly(offsets.astype(np.int32)), _readonly(order)
@@ -166,31 +168,24 @@ class StringBodySplit:
     def of(cls, trie: "TokenTrie") -> "StringBodySplit":
         n = trie.n_tokens
         words = (n + 31) // 32
-        tokens: list[bytes] = []
-        plain_ids: list[int] = []
-        plain_len: list[int] = []
-        flat, off, node = trie.token_flat, trie.token_off, trie.token_node
-        for t in range(n):
-            data = flat[off[t]:off[t + 1]].tobytes()
-            tokens.append(data)
-            if node[t] < 0 or not data:
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if all(c >= " " and c != '"' and c != "\\" for c in text):
-                plain_ids.append(t)
-                plain_len.append(len(text))
-        max_chars = max(plain_len, default=0)
-        by_len = np.zeros((max_chars + 1, words), dtype=np.uint32)
-        if plain_ids:
-            ids = np.asarray(plain_ids, dtype=np.int64)
-            np.bitwise_or.at(by_len, (np.asarray(plain_len), ids >> 5), np.uint32(1) << (ids & 31).astype(np.uint32))
-        cumulative = np.bitwise_or.accumulate(by_len, axis=0)
+        lengths = trie_kernels.plain_text_lengths(trie.token_flat, trie.token_off, trie.token_node)
+        plain = np.flatnonzero(lengths >= 0)
+        max_chars = int(lengths.max(initial=0))
+        # cumulative[k]: the plain tokens of at most k characters (bits little-endian in uint32 words)
+        shortest = np.where(lengths >= 0, lengths, max_chars + 1)
+        fits = shortest[None, :] <= np.arange(max_chars + 1)[:, None]
+        packed = np.packbits(fits, axis=1, bitorder="little")
+        cumulative = np.zeros((max_chars + 1, words * 4), np.uint8)
+        cumulative[:, :packed.shape[1]] = packed
+        cumulative = np.ascontiguousarray(cumulative).view("<u4").astype(np.uint32)
         cumulative.setflags(write=False)
-        excluded = set(plain_ids) | {t for t in range(n) if node[t] < 0}
+        flat, off = trie.token_flat, trie.token_off
+        others = np.flatnonzero((lengths < 0) & (trie.token_node >= 0)).tolist()
+        tokens = [b""] * n  # empty: left out of the trie (the plain tokens, those not in the trie)
+        for t in others:
+            tokens[t] = flat[off[t]:off[t + 1]].tobytes()
+        excluded: set[int] = set()
         non_ascii_first = np.bitwise_or.reduce(trie.first_byte_masks[0xC2:0xF5], axis=0)
         non_ascii_first.setflags(write=False)
-        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), len(plain_ids), non_ascii_first)
+        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), int(plain.size), non_ascii_first)
 
