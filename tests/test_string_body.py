@@ -98,3 +98,39 @@ def test_a_mask_wider_than_the_vocabulary(monkeypatch):
     assert tok.vocab_size > tok.n_tokens
     g = lg.Grammar.from_json_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 9}}})
     assert sum(_walk_equal(g, tok, seed, 12, monkeypatch, b'{"s":"') for seed in range(3)) > 0
+
+
+def test_a_thread_whose_first_boundary_walk_is_in_the_small_trie(tok_tekken, monkeypatch):
+    """The per-thread scratch of the boundary walk is sized for the vocabulary's trie even when the
+    first walk that needs it is one of the string-body split's small trie (deeper full-trie walks
+    come later in the same thread)."""
+    import threading
+
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 30},
+                                               "n": {"type": "integer"}}, "required": ["s", "n"]}
+    g = lg.Grammar.from_json_schema(schema)
+    got: list = []
+
+    def run():
+        try:
+            fast = lg.Matcher(lg.compile(g, tok_tekken, cache=False))
+            assert fast.accept_bytes(b'{"s":"ab')  # the first mask: inside the string
+            masks = [fast.allowed_token_ids()]
+            assert fast.accept_bytes(b'c","n":')
+            masks.append(fast.allowed_token_ids())
+            got.append(masks)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            got.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert not isinstance(got[0], Exception), got[0]
+    with monkeypatch.context() as mp:
+        mp.setattr(engine_mod.CFGEngine, "_body_walk", lambda self, lex, exp: None)
+        ref = lg.Matcher(lg.compile(g, tok_tekken, cache=False))
+        assert ref.accept_bytes(b'{"s":"ab')
+        first = ref.allowed_token_ids()
+        assert ref.accept_bytes(b'c","n":')
+        second = ref.allowed_token_ids()
+    assert np.array_equal(got[0][0], first) and np.array_equal(got[0][1], second)
