@@ -5,7 +5,9 @@ The mask at a position depends only on the lexer state and the parser's future, 
 last-row fingerprint identifies that future exactly (see ``kernels.earley_kernels``), so masks are
 memoised by ``(lexer state, fingerprint)``: the first visit walks the token trie with the lexer and
 parser together (a byte the lexer or parser refuses prunes its whole subtree; the parser is
-consulted only where a lexeme ends), later visits are a row copy.
+consulted only where a lexeme ends), later visits are a row copy. Inside a string body (a lexer
+state whose plain characters lead along one chain of states), the plain tokens are taken from a
+table by length (``TokenTrie.string_body``) and only the other tokens are walked.
 """
 from __future__ import annotations
 
