@@ -487,3 +487,19 @@ def test_explore_automaton_trims_states_that_cannot_end():
     trans, accepting = explore_automaton(DeadEnd(), max_states=100)
     assert trans.shape == (5, 256) and accepting.tolist() == [False] * 4 + [True]
     assert (trans[:4, 48:57] >= 0).all() and (trans[:, 57] == -1).all() and (trans[4] == -1).all()
+
+
+def test_a_failing_method_is_called_once_and_its_error_named(tok_spm):
+    class Flaky(Pin):
+        calls = 0
+
+        def byte_allowed(self, n, byte):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise ValueError("first call fails")
+            return super().byte_allowed(n, byte)
+
+    m = lg.Matcher(lg.compile(lg.Grammar.from_recognizer(Flaky()), tok_spm, cache=False))
+    with pytest.raises(RecognizerError, match=r"Flaky.byte_allowed\(\) raised ValueError: first call fails"):
+        m.allowed_token_ids()
+    assert Flaky.calls == 1 and m.is_error()

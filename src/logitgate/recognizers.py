@@ -129,10 +129,16 @@ def _call(rec: Any, method: str, *args: Any, state: Any = _NO_STATE, byte: int |
     except RecognizerError:
         raise
     except Exception as exc:
-        at = "" if state is _NO_STATE else f" at state {state!r}"
-        where = f" for byte {byte}" if byte is not None else what
-        raise RecognizerError(f"{type(rec).__name__}.{method}() raised {type(exc).__name__}: {exc}{at}{where}",
-                              method=method, state=None if state is _NO_STATE else state, byte=byte) from exc
+        raise _failed(rec, method, exc, state, byte, what) from exc
+
+
+def _failed(rec: Any, method: str, exc: Exception, state: Any = _NO_STATE, byte: int | None = None,
+            what: str = "") -> RecognizerError:
+    """The ``RecognizerError`` for ``rec.method`` having raised ``exc`` (see ``_call``)."""
+    at = "" if state is _NO_STATE else f" at state {state!r}"
+    where = f" for byte {byte}" if byte is not None else what
+    return RecognizerError(f"{type(rec).__name__}.{method}() raised {type(exc).__name__}: {exc}{at}{where}",
+                           method=method, state=None if state is _NO_STATE else state, byte=byte)
 
 
 class _Checked:
@@ -154,17 +160,19 @@ class _Checked:
     def byte_allowed(self, state: Any, byte: int) -> bool:
         try:
             value = self._byte_allowed(state, byte)
-        except Exception:
-            value = _call(self.rec, "byte_allowed", state, byte, state=state, byte=byte)  # raises, named
-        if value is True or value is False:
-            return value
+        except RecognizerError:
+            raise
+        except Exception as exc:
+            raise _failed(self.rec, "byte_allowed", exc, state, byte) from exc
         return _as_bool(value, "byte_allowed", state, byte)
 
     def append(self, state: Any, byte: int) -> Any:
         try:
             nxt = self._append(state, byte)
-        except Exception:
-            nxt = _call(self.rec, "append", state, byte, state=state, byte=byte)  # raises, named
+        except RecognizerError:
+            raise
+        except Exception as exc:
+            raise _failed(self.rec, "append", exc, state, byte) from exc
         _hashable(nxt, "append", state, byte)
         return nxt
 
