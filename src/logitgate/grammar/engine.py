@@ -226,7 +226,6 @@ class CFGEngine:
         self.L = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
         self.G = self.tables.args()
-        self._node_depth = trie.node_depth
         self._no_memo = ek.new_memo(self.tables.n_words, 0, 1)
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
@@ -391,7 +390,7 @@ class CFGEngine:
             inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
-        at_first = (self._node_depth if trie is self.trie else trie.node_depth)[bnd_node] == 1
+        at_first = trie.node_depth[bnd_node] == 1
         first_bytes = np.zeros(256, np.uint8)
         first_bytes[trie.nodes[bnd_node[at_first]] & 0xFF] = 1
         deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
@@ -444,7 +443,7 @@ class CFGEngine:
             pos = np.full(self.lexer.n_states, -1, np.int32)
             pos[order[1:n][::-1]] = np.arange(n - 1, 0, -1, dtype=np.int32)
             canon = pos[bnd_state]
-            canon[self._node_depth[bnd_node] == 1] = 0
+            canon[trie.node_depth[bnd_node] == 1] = 0
             if (canon >= 0).all():
                 inside.setflags(write=False)
                 bnd_node.setflags(write=False)

@@ -123,10 +123,11 @@ class TokenTrie:
         """Edge byte of every node (decoded from ``nodes``)."""
         return (self.nodes & trie_kernels.NODE_BYTE_MASK).astype(np.uint8)
 
-    @property
+    @functools.cached_property
     def node_depth(self) -> np.ndarray:
-        """Depth of every node (decoded from ``nodes``)."""
-        return ((self.nodes >> trie_kernels.NODE_DEPTH_SHIFT) & trie_kernels.NODE_DEPTH_MASK).astype(np.int32)
+        """Depth of every node (decoded from ``nodes`` once; read-only)."""
+        return _readonly(((self.nodes >> trie_kernels.NODE_DEPTH_SHIFT) & trie_kernels.NODE_DEPTH_MASK)
+                         .astype(np.int32))
 
     @property
     def nbytes(self) -> int:
