@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .automata import ByteDFA, regex_dfa
-from .errors import CompileError, LimitError, RegexError, RegexLimitError
+from .errors import CompileError, LimitError, RecognizerError, RegexError, RegexLimitError
 from .grammar import Grammar
 from .limits import compile_deadline, get_limits
 from .kernels import recognizer_kernels, trie_kernels
@@ -55,6 +55,15 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray]:
+    """``(words per mask, the read-only mask of the EOS tokens only)`` for ``tokenizer``."""
+    words = (tokenizer.vocab_size + 31) // 32
+    eos = np.zeros(words, dtype=np.uint32)
+    for t in tokenizer.eos_token_ids:
+        eos[t >> 5] |= np.uint32(1 << (t & 31))
+    return words, _readonly(eos.view(np.int32))
+
+
 class CompiledGrammar:
     """A grammar compiled against a tokenizer. States are opaque to users; ``Matcher`` drives them.
 
@@ -71,11 +80,7 @@ class CompiledGrammar:
         self.trie = tokenizer.trie
         self._trans = _readonly(np.ascontiguousarray(dfa.transitions, dtype=np.int32))
         self._accepting = np.asarray(dfa.accepting[:, 0], dtype=bool)
-        self.mask_words = (tokenizer.vocab_size + 31) // 32
-        eos = np.zeros(self.mask_words, dtype=np.uint32)
-        for t in tokenizer.eos_token_ids:
-            eos[t >> 5] |= np.uint32(1 << (t & 31))
-        self.eos_mask = _readonly(eos.view(np.int32))  # bitmask layout, EOS tokens only
+        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
         self._masks: dict[int, np.ndarray] = {}
         # memoised masks are capped by Limits.mask_cache_bytes (oldest dropped first)
         self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
@@ -207,11 +212,7 @@ class CompiledCFG(CompiledGrammar):
         self.tokenizer = tokenizer
         self.trie = tokenizer.trie
         self.cfg = cfg
-        self.mask_words = (tokenizer.vocab_size + 31) // 32
-        eos = np.zeros(self.mask_words, dtype=np.uint32)
-        for t in tokenizer.eos_token_ids:
-            eos[t >> 5] |= np.uint32(1 << (t & 31))
-        self.eos_mask = _readonly(eos.view(np.int32))
+        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
         self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
         self._lock = threading.Lock()
         if cfg.lex_mode != "chars" and cfg.kind != "json_schema":  # JSON lexemes end unambiguously
@@ -288,11 +289,7 @@ class CompiledRecognizer(CompiledGrammar):
         self.tokenizer = tokenizer
         self.trie = tokenizer.trie
         self.recognizer = recognizer  # a FunctionalRecognizer raising RecognizerError on failure
-        self.mask_words = (tokenizer.vocab_size + 31) // 32
-        eos = np.zeros(self.mask_words, dtype=np.uint32)
-        for t in tokenizer.eos_token_ids:
-            eos[t >> 5] |= np.uint32(1 << (t & 31))
-        self.eos_mask = _readonly(eos.view(np.int32))
+        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
         self._lock = threading.RLock()
         self._ids: dict[Any, int] = {}
         self._states: list[Any] = []
@@ -429,13 +426,11 @@ class CompiledRecognizer(CompiledGrammar):
             if not n_miss:
                 break
             at = miss_node[:n_miss]
-            parents = miss_state[:n_miss].tolist()
-            byte_of = (nodes[at] & 0xFF).tolist()
+            parents = miss_state[:n_miss]
+            byte_of = nodes[at] & 0xFF
             nxt = []
-            for k, (p, b) in enumerate(zip(parents, byte_of)):
+            for k, (p, b) in enumerate(zip(parents.tolist(), byte_of.tolist())):
                 if not k & 1023 and time.monotonic() > deadline:
-                    from .recognizers import RecognizerError
-
                     raise RecognizerError(
                         f"the token mask at state {self._states[state]!r} took over "
                         f"Limits.max_recognizer_seconds={self._max_seconds:g} s (byte_allowed/append too slow?); "
@@ -443,11 +438,11 @@ class CompiledRecognizer(CompiledGrammar):
                         method="byte_allowed", state=self._states[state])
                 nxt.append(step(p, b))
             nxt_a = np.asarray(nxt, np.int64)
-            self._ht_add(miss_state[:n_miss] * 256 + (nodes[at] & 0xFF), nxt_a.astype(np.int32))
+            self._ht_add(parents * 256 + byte_of, nxt_a.astype(np.int32))
             live = nxt_a >= 0
             r_lo = at[live].copy()
             r_hi = subtree_end[r_lo].astype(np.int64)
-            r_state = miss_state[:n_miss][live].copy()
+            r_state = parents[live].copy()
         trie_kernels.copy_dups(out, trie.dup_first, trie.dup_other)
         words = out.view(np.int32)
         if self.is_accepting(state):
@@ -479,8 +474,6 @@ class CompiledRecognizer(CompiledGrammar):
             self._ht_used = 0
 
     def _compute_mask_numba(self, rec: Any, state: int) -> np.ndarray:
-        from .recognizers import RecognizerError
-
         out = np.zeros(self.mask_words, dtype=np.uint32)
         trie = self.trie
         value = np.int64(self._states[state])
