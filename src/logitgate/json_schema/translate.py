@@ -1064,8 +1064,8 @@ _ABSENT = object()
 
 def _value_constraints(schema: Any, allowed: dict[str, set], excluded: dict[str, set]) -> bool:
     """Record what ``schema`` (one member of a conjunction) says about the values of object
-    properties: ``const``/``enum``/``false`` property schemas narrow ``allowed[p]`` (canonical JSON
-    texts, and ``_ABSENT`` unless ``p`` is required there), a negated ``const``/``enum`` and
+    properties: ``const``/``enum``/``false`` property schemas narrow ``allowed[p]`` (``_json_key``s
+    of the values, and ``_ABSENT`` unless ``p`` is required there), a negated ``const``/``enum`` and
     ``required`` add to ``excluded[p]``. Returns whether ``schema`` forces the value to be an object."""
     if not isinstance(schema, dict):
         return False
@@ -1084,9 +1084,8 @@ def _value_constraints(schema: Any, allowed: dict[str, set], excluded: dict[str,
             elif isinstance(ps, _NotSchema):
                 inner = ps.inner
                 if isinstance(inner, dict) and len(inner) == 1 and ("const" in inner or isinstance(inner.get("enum"), list)):
-                    keys = [_canonical(v) for v in ([inner["const"]] if "const" in inner else inner["enum"])]
-                    if all(k is not None for k in keys):
-                        excluded.setdefault(p, set()).update(keys)
+                    vals = [inner["const"]] if "const" in inner else inner["enum"]
+                    excluded.setdefault(p, set()).update(_json_key(v) for v in vals)
                 continue
             elif isinstance(ps, dict) and "const" in ps:
                 values = [ps["const"]]
@@ -1094,34 +1093,12 @@ def _value_constraints(schema: Any, allowed: dict[str, set], excluded: dict[str,
                 values = ps["enum"]
             if values is None:
                 continue
-            domain = {_canonical(v) for v in values}
-            if None in domain:
-                continue
+            domain = {_json_key(v) for v in values}
             if p not in required:
                 domain.add(_ABSENT)
             allowed[p] = domain if p not in allowed else allowed[p] & domain
     t = schema.get("type")
     return t == "object" or t == ["object"]
-
-
-def _canonical(value: Any) -> Any:
-    """A hashable stand-in for a JSON value, equal exactly for JSON-equal values (1 == 1.0,
-    True != 1); None for anything else (then the property is not constrained)."""
-    if value is None:
-        return ("null",)
-    if isinstance(value, bool):
-        return ("boolean", value)
-    if isinstance(value, (int, Decimal)):
-        return ("number", Decimal(value).normalize()) if Decimal(value).is_finite() else None
-    if isinstance(value, str):
-        return ("string", value)
-    if isinstance(value, list):
-        items = [_canonical(v) for v in value]
-        return None if any(i is None for i in items) else ("array", tuple(items))
-    if isinstance(value, dict):
-        pairs = [(k, _canonical(v)) for k, v in value.items()]
-        return None if any(v is None for _, v in pairs) else ("object", tuple(sorted(pairs)))
-    return None
 
 
 def _contradicts(done: list[Sub], sub: Sub) -> bool:
