@@ -67,8 +67,6 @@ def _product(terms: list, dfa: object, cap: int, limit: str) -> tuple[np.ndarray
     explored automaton (``Terminal.automaton``: trimmed, so each of its states can still accept),
     over the reachable tuples of their states. Returns ``(trans, accepting, reachable, start)`` with
     columns in ``terms`` order."""
-    from ..errors import LimitError as _LimitError
-
     n_t = len(terms)
     rx_cols = [k for k, t in enumerate(terms) if t.automaton is None]
     au_cols = [k for k, t in enumerate(terms) if t.automaton is not None]
@@ -100,7 +98,7 @@ def _product(terms: list, dfa: object, cap: int, limit: str) -> tuple[np.ndarray
             k = ids.get(nxt)
             if k is None:
                 if len(order) >= cap:
-                    raise _LimitError.exceeded(limit, cap, "lexer states")
+                    raise LimitError.exceeded(limit, cap, "lexer states")
                 k = ids[nxt] = len(order)
                 order.append(nxt)
             row.append(k)

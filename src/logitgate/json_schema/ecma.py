@@ -753,6 +753,31 @@ _LOOK_MAX_STATES = 10_000
 """Largest automaton a lookahead's intersection or difference may take (else not supported)."""
 
 
+def _refuse_nested(items: list[_Item]) -> None:
+    """Raise ``_Misplaced`` at the first lookahead nested inside any of ``items``."""
+    for it in items:
+        nested = _first_look(it)
+        if nested is not None:
+            _lang(nested)  # raises _Misplaced at the nested lookahead
+
+
+def _remainders(lang: _Lang, offset: int, start_ok: bool) -> Node:
+    """The remainders of the input a language allows at a lookahead's position: a match, then
+    anything (nothing after its ``$``); a ``^`` in it only where ``start_ok``."""
+    out = []
+    for (s, e), node in lang.items():
+        if s and not start_ok:
+            raise _Misplaced(offset, "'^' beside a lookahead is supported only at the start of the pattern: "
+                                     "not supported here")
+        out.append(_cat(node, _EMPTY if e else _ANY_STAR))
+    return _alt(out) if out else CharClass(())
+
+
+def _too_large(offset: int) -> _Misplaced:
+    return _Misplaced(offset, f"lookahead: the automaton of the pattern exceeds {_LOOK_MAX_STATES} states: "
+                              "not supported")
+
+
 def _tempered(item: _Item) -> _Done | None:
     """``(?:(?!A)(?=B)...X)*`` right before the final ``$`` (a "tempered" repetition: characters of
     ``X``, none of them where the rest of the input starts with ``A``, each where it starts with
@@ -771,28 +796,19 @@ def _tempered(item: _Item) -> _Done | None:
             not all(isinstance(i, _Look) for i in body.items[:-1]):
         return None
     looks: list[_Look] = list(body.items[:-1])  # type: ignore[arg-type]
-    for look in looks:
-        nested = _first_look(look.item)
-        if nested is not None:
-            _lang(nested)  # raises _Misplaced
+    _refuse_nested([look.item for look in looks])
     chars = CharClass(body.items[-1].ranges)  # type: ignore[union-attr]
     nonempty = Repeat(CharClass(charsets.ANY), 1, None)
     try:
         bad: list[Node] = []
         for look in looks:
-            parts = []
-            for (s, e), node in _lang(look.item).items():
-                if s:
-                    raise _Misplaced(look.offset, "'^' in a lookahead inside a repetition: not supported")
-                parts.append(_cat(node, _EMPTY if e else _ANY_STAR))
-            starts = _alt(parts) if parts else CharClass(())
+            starts = _remainders(_lang(look.item), look.offset, False)
             # the suffixes at which an iteration fails: those that start with (or without) a match
             failing = starts if look.negative else complement(starts, max_states=_LOOK_MAX_STATES)
             bad.append(_cat(_ANY_STAR, intersect(failing, nonempty, max_states=_LOOK_MAX_STATES)))
         node = difference(Repeat(chars, 0, None), _alt(bad), max_states=_LOOK_MAX_STATES)
     except CompileError:
-        raise _Misplaced(looks[0].offset, f"lookahead: the automaton of the pattern exceeds {_LOOK_MAX_STATES} "
-                                          "states: not supported") from None
+        raise _too_large(looks[0].offset) from None
     return _Done(node)
 
 
@@ -826,37 +842,19 @@ def _lookahead_node(item: _Item) -> Node:
             segments.append([])
         else:
             segments[-1].append(it)
-    for it in [i for seg in segments for i in seg] + [look.item for look in looks]:
-        nested = _first_look(it)
-        if nested is not None:
-            _lang(nested)  # raises _Misplaced at the nested lookahead
-
-    def seq(parts: list[_Item]) -> _Item:
-        return _Seq(tuple(parts))
-
-    def rest(lang: _Lang, offset: int, start_ok: bool) -> Node:
-        """The remainders a language allows: a match, then anything (nothing after its ``$``)."""
-        out = []
-        for (s, e), node in lang.items():
-            if s and not start_ok:
-                raise _Misplaced(offset, "'^' beside a lookahead is supported only at the start of the pattern: "
-                                         "not supported here")
-            out.append(_cat(node, _EMPTY if e else _ANY_STAR))
-        return _alt(out) if out else CharClass(())
-
+    _refuse_nested([i for seg in segments for i in seg] + [look.item for look in looks])
     last_at = looks[-1].offset if looks else 0
-    remainder = rest(_lang(seq(segments[-1])), last_at, not looks and lead)
+    remainder = _remainders(_lang(_Seq(tuple(segments[-1]))), last_at, not looks and lead)
     for k in range(len(looks) - 1, -1, -1):
         look = looks[k]
         at_start = lead and not any(segments[: k + 1])
-        body = rest(_lang(look.item), look.offset, at_start)
+        body = _remainders(_lang(look.item), look.offset, at_start)
         try:
             op = difference if look.negative else intersect
             remainder = op(remainder, body, max_states=_LOOK_MAX_STATES)
         except CompileError:
-            raise _Misplaced(look.offset, f"lookahead: the automaton of the pattern exceeds {_LOOK_MAX_STATES} "
-                                          "states: not supported") from None
-        before = _lang(seq(segments[k]))
+            raise _too_large(look.offset) from None
+        before = _lang(_Seq(tuple(segments[k])))
         if set(before) - {_FREE}:
             raise _Misplaced(look.offset, "an anchor before a lookahead is supported only as the pattern's leading "
                                           "'^': not supported here")
