@@ -38,8 +38,9 @@ def _text_or_file(value: str, what: str) -> str:
     return value
 
 
-def _pydantic_class(spec: str, flag: str = "--pydantic") -> Any:
-    """``module:Class`` (the module is imported from the current folder or sys.path) or ``file.py:Class``."""
+def _import_object(spec: str, flag: str = "--pydantic") -> Any:
+    """The object ``module:name`` (the module is imported from the current folder or sys.path) or
+    ``file.py:name`` names; a bad spec exits naming ``flag``."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not attr:
         raise SystemExit(f"{flag} wants module:Class (or file.py:Class), not {spec!r}")
@@ -68,7 +69,7 @@ def recognizer_from_spec(spec: str, flag: str = "--recognizer") -> Any:
     any callable) called without arguments to make one."""
     from .recognizers import as_functional
 
-    obj = _pydantic_class(spec, flag)
+    obj = _import_object(spec, flag)
     if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "initial")):
         try:
             obj = obj()
@@ -95,7 +96,7 @@ def constraint_from_args(args: argparse.Namespace, *, strict: bool | None = None
     if kind == "json":
         return Grammar.json(whitespace=args.whitespace)
     if kind in ("schema", "pydantic"):
-        schema: Any = _pydantic_class(args.pydantic) if kind == "pydantic" else _text_or_file(args.schema, "schema")
+        schema: Any = _import_object(args.pydantic) if kind == "pydantic" else _text_or_file(args.schema, "schema")
         return Grammar.from_json_schema(schema, whitespace=args.whitespace, property_order=args.property_order,
                                         strict=strict)
     if kind == "regex":
