@@ -13,10 +13,11 @@ Rows, per runtime and task (a JSON Schema, a regex, a Lark grammar):
   transformers: model.generate() unconstrained, with logitgate's LogitsProcessor, and with
                 xgrammar's transformers LogitsProcessor when xgrammar is installed (the peer).
 Each mode runs once to warm up (compile, first visits of grammar states), then --rounds times,
-modes interleaved. Unconstrained baselines write as many tokens as the constrained run (EOS and
+modes interleaved (in reverse order every other round). Unconstrained baselines write as many tokens as the constrained run (EOS and
 other special tokens banned), since the cost of a token grows with the context; tokens/s is
 output tokens over decoding time summed over rounds, and
-"vs unconstrained" the median over rounds of the ratio to the unconstrained run of the same round.
+"vs unconstrained" the median over rounds of the ratio to the unconstrained run of the same round,
+with the quartiles of those ratios in brackets.
 "mask share" is the time the loop waited for masks (or spent in the logits processor) over the
 decoding time. "cold" rows are the first run after compiling, with and without overlap.
 """
@@ -137,7 +138,17 @@ class Acc:
             # (modes are interleaved, so a drift of the machine's speed cancels out)
             ratios = [a / b for a, b in zip(self.rounds, base.rounds) if b]
             out["vs_unconstrained"] = round(statistics.median(ratios) - 1, 4)
+            if len(ratios) >= 2:  # the spread of the paired ratios: their quartiles
+                q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+                out["vs_unconstrained_iqr"] = [round(q1 - 1, 4), round(q3 - 1, 4)]
         return out
+
+
+def in_turn(modes: dict, k: int) -> list:
+    """The modes of round ``k``, in reverse order every other round, so that a drift of the
+    machine's speed during a round does not always favour the same mode."""
+    items = list(modes.items())
+    return items[::-1] if k % 2 else items
 
 
 def bench_llama(args: argparse.Namespace) -> dict:
@@ -206,11 +217,11 @@ def bench_llama(args: argparse.Namespace) -> dict:
         accs = {name: Acc() for name in [*modes, *llm_modes]}
         for name, fn in [*modes.items(), *llm_modes.items()]:
             fn()  # warm-up
-        for _ in range(args.rounds):
-            for name, fn in modes.items():
+        for k in range(args.rounds):
+            for name, fn in in_turn(modes, k):
                 r = fn()
                 accs[name].add(len(r.tokens), r.decode_s, r.mask_s, r.mask_step_s, r.n_forced, r.text)
-            for name, fn in llm_modes.items():
+            for name, fn in in_turn(llm_modes, k):
                 n, secs, text, *proc_s = fn()
                 # includes the prompt: llama-cpp-python caches it after the warm-up
                 accs[name].add(n, secs, proc_s[0] if proc_s else 0.0, text=text)
@@ -290,8 +301,8 @@ def bench_transformers(args: argparse.Namespace) -> dict:
         accs = {name: Acc() for name in modes}
         for fn in modes.values():
             fn()
-        for _ in range(args.rounds_tf):
-            for name, fn in modes.items():
+        for i in range(args.rounds_tf):
+            for name, fn in in_turn(modes, i):
                 k, secs, out_text, *proc_s = fn()
                 accs[name].add(k, secs, proc_s[0] if proc_s else 0.0, text=out_text)
         base = accs["generate: unconstrained"]
@@ -303,14 +314,17 @@ def bench_transformers(args: argparse.Namespace) -> dict:
 
 def print_task(runtime: str, task: str, res: dict) -> None:
     print(f"\n### {runtime}: {task}" + (f" (compile {res['compile_ms']} ms)" if "compile_ms" in res else ""))
-    print("| mode | tokens | tokens/s | vs unconstrained (median of rounds) | mask share | mask mean µs | mask p99 µs "
+    print("| mode | tokens | tokens/s | vs unconstrained (median of rounds [quartiles]) | mask share | mask mean µs "
+          "| mask p99 µs "
           "| fast-forwarded |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in res["rows"].items():
         vs = r.get("vs_unconstrained")
+        iqr = r.get("vs_unconstrained_iqr")
+        vs_text = "" if vs is None else f"{vs:+.1%}" + (f" [{iqr[0]:+.1%}, {iqr[1]:+.1%}]" if iqr else "")
         share = r.get("mask_share")
         print(f"| {name} | {r.get('tokens', '')} | {r['tokens_per_s']:.1f} | "
-              f"{'' if vs is None else f'{vs:+.1%}'} | {'' if not share else f'{share:.2%}'} | "
+              f"{vs_text} | {'' if not share else f'{share:.2%}'} | "
               f"{r.get('mask_mean_us', '')} | {r.get('mask_p99_us', '')} | {r.get('fast_forwarded', '') or ''} |")
     print(f"sample: {res['sample']!r}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 import logitgate
@@ -87,6 +88,25 @@ def test_fast_forward_saves_forward_passes_and_stays_valid(model):
         _check_json(res.text)
     assert fast.n_forced >= 4 and slow.n_forced == 0
     assert fast.n_sampled < slow.n_sampled
+
+
+def test_small_batches_decode_on_the_single_token_thread_count(model):
+    """A fast-forward step of a few tokens must not wake the batch threads (about 40 ms each decode
+    with OMP_WAIT_POLICY=PASSIVE); a long batch still gets them, and the logits do not change."""
+    from logitgate.integrations.llama_cpp import SMALL_BATCH
+
+    ctx = model.llm.ctx
+    params = model.llm.context_params
+    ids = model.encode("The capital of Italy is")
+    seq = ids + [ids[-1]] * max(SMALL_BATCH - len(ids), 2)
+    model.reset()
+    long_logits = model.forward(seq)  # one batch of at least SMALL_BATCH tokens
+    assert llama_cpp.llama_n_threads_batch(ctx) == params.n_threads_batch
+    model.reset()
+    model.forward(seq[:-2])
+    small_logits = model.forward(seq[-2:])  # the same sequence, ending with a batch of 2
+    assert llama_cpp.llama_n_threads_batch(ctx) == params.n_threads
+    assert int(np.argmax(small_logits)) == int(np.argmax(long_logits))
 
 
 def test_logits_processor_in_create_chat_completion(model):
