@@ -213,6 +213,30 @@ def test_ignorecase_class_of_every_cased_character_full_scan() -> None:
         assert parse(literal, re.IGNORECASE).ranges == re_class(literal, re.IGNORECASE), hex(c)
 
 
+_PAIR = st.tuples(st.sampled_from([0, 0x60, 0xD7F0, 0xDFF0, 0x10FF00]), st.integers(-8, 300), st.integers(-3, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(_PAIR, max_size=120), as_lists=st.booleans())
+def test_normalize_equals_the_brute_force_set(pairs, as_lists: bool) -> None:
+    """Both paths of normalize (plain loop, numpy for many pairs): clipping, surrogates dropped,
+    overlapping and adjacent pairs merged; a normalized set comes back as the same object."""
+    ranges = [(b + lo, b + lo + w) for b, lo, w in pairs]
+    given_pairs = [list(r) for r in ranges] if as_lists else ranges
+    points = sorted({c for lo, hi in ranges for c in range(max(lo, 0), min(hi, charsets.MAX_CODE_POINT) + 1)
+                     if not charsets.SURROGATE_LO <= c <= charsets.SURROGATE_HI})
+    expected: list[tuple[int, int]] = []
+    for c in points:
+        if expected and c == expected[-1][1] + 1:
+            expected[-1] = (expected[-1][0], c)
+        else:
+            expected.append((c, c))
+    got = charsets.normalize(given_pairs)
+    assert got == tuple(expected)
+    assert all(type(lo) is int and type(hi) is int for lo, hi in got)
+    assert charsets.normalize(got) is got
+
+
 def test_case_closure_helper_matches_re_for_bmp_ranges() -> None:
     for lo, hi in [(0x61, 0x7A), (0x41, 0x5A), (0x370, 0x3FF), (0x1F00, 0x1FFF), (0x100, 0x17F)]:
         expected = re_class(f"(?i)[\\u{lo:04x}-\\u{hi:04x}]")

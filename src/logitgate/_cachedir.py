@@ -13,13 +13,20 @@ from typing import Any, Callable
 __all__ = ["cache_dir", "cached_json"]
 
 
+_CHECKED: dict[str, str] = {}  # folder asked for -> the folder used (checked once per process)
+
+
 def cache_dir(sub: str) -> str:
     """The writable cache folder ``sub`` (created if missing)."""
     base = os.environ.get("LOGITGATE_CACHE_DIR")
     if not base:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         base = os.path.join(xdg, "logitgate")
-    path = os.path.join(base, sub)
+    wanted = os.path.join(base, sub)
+    path = _CHECKED.get(wanted)
+    if path is not None and os.path.isdir(path):
+        return path
+    path = wanted
     try:
         os.makedirs(path, exist_ok=True)
         if not os.access(path, os.W_OK):
@@ -27,6 +34,7 @@ def cache_dir(sub: str) -> str:
     except OSError:
         path = os.path.join(tempfile.gettempdir(), "logitgate-cache", sub)
         os.makedirs(path, exist_ok=True)
+    _CHECKED[wanted] = path
     return path
 
 

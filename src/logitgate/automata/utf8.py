@@ -14,10 +14,12 @@ Two views of the same encoding:
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
+
+from ..regex.charsets import MAX_CODE_POINT, SURROGATE_HI, SURROGATE_LO
+from ..regex.charsets import normalize as normalize_ranges  # one normal form for code point sets
 
 __all__ = [
     "MAX_CODE_POINT",
@@ -32,9 +34,6 @@ __all__ = [
     "class_automaton",
 ]
 
-MAX_CODE_POINT = 0x10FFFF
-SURROGATE_LO = 0xD800
-SURROGATE_HI = 0xDFFF
 
 #: Child index meaning "the character is complete" in a :data:`ClassAutomaton` move.
 FINAL = -1
@@ -53,34 +52,6 @@ _BLOCKS: tuple[tuple[int, int, int, int], ...] = (
     (0x10000, MAX_CODE_POINT, 0xF0, 3),
 )
 _MAX_SCALAR_BY_LEN = (0x7F, 0x7FF, 0xFFFF)
-
-
-def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """Sort, clip to ``[0, 0x10FFFF]``, remove surrogates and merge overlapping/adjacent ranges."""
-    pieces: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        lo, hi = max(lo, 0), min(hi, MAX_CODE_POINT)
-        if lo > hi:
-            continue
-        if lo < SURROGATE_LO and hi > SURROGATE_HI:
-            pieces.append((lo, SURROGATE_LO - 1))
-            pieces.append((SURROGATE_HI + 1, hi))
-            continue
-        if SURROGATE_LO <= lo <= SURROGATE_HI:
-            lo = SURROGATE_HI + 1
-        if SURROGATE_LO <= hi <= SURROGATE_HI:
-            hi = SURROGATE_LO - 1
-        if lo <= hi:
-            pieces.append((lo, hi))
-    pieces.sort()
-    out: list[tuple[int, int]] = []
-    for lo, hi in pieces:
-        if out and lo <= out[-1][1] + 1:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return tuple(out)
 
 
 def _encode(cp: int) -> bytes:
@@ -182,10 +153,11 @@ class Utf8Automaton:
     ``label_mask[j]`` has bit ``min(label, 63)`` set for every label reachable from node ``j``.
     """
 
-    __slots__ = ("nodes", "depth", "rows", "label_mask")
+    __slots__ = ("_nodes", "_moves", "depth", "rows", "label_mask")
 
     def __init__(self, nodes: list[tuple[Move, ...]], depth: list[int]) -> None:
-        self.nodes: tuple[tuple[Move, ...], ...] = tuple(nodes)
+        self._nodes: tuple[tuple[Move, ...], ...] | None = tuple(nodes)
+        self._moves: np.ndarray | None = None
         self.depth = np.array(depth, np.int64)
         rows = np.zeros((len(nodes), 64), np.int32)
         masks = [0] * len(nodes)
@@ -202,8 +174,33 @@ class Utf8Automaton:
         for a in (self.depth, self.rows, self.label_mask):
             a.flags.writeable = False
 
+    @property
+    def nodes(self) -> tuple[tuple[Move, ...], ...]:
+        """The moves of each node (rebuilt on first use for an automaton read from disk)."""
+        if self._nodes is None:
+            assert self._moves is not None
+            moves = self._moves.tolist()  # rows (node, lo, hi, child), by node
+            nodes: list[list[Move]] = [[] for _ in range(len(self.depth))]
+            for j, lo, hi, child in moves:
+                nodes[j].append((lo, hi, child))
+            self._nodes = tuple(map(tuple, nodes))
+        return self._nodes
+
     def __len__(self) -> int:
-        return len(self.nodes)
+        return int(self.depth.shape[0])
+
+    def __getstate__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Arrays only: unpickling a big automaton then costs a few array copies, not a tuple per
+        move."""
+        moves = np.array([(j, lo, hi, child) for j, node in enumerate(self.nodes) for lo, hi, child in node],
+                         np.int32).reshape(-1, 4)
+        return moves, self.depth, self.rows, self.label_mask
+
+    def __setstate__(self, state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self._moves, self.depth, self.rows, self.label_mask = state
+        self._nodes = None
+        for a in (self.depth, self.rows, self.label_mask):
+            a.flags.writeable = False
 
 
 _DISK_MIN_PIECES = 64  # smaller automata build faster than a file read
@@ -217,20 +214,24 @@ def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Autom
     if sum(len(g) for g in groups) < _DISK_MIN_PIECES:
         return _build_utf8_automaton(groups)
     import hashlib
+    import itertools
     import os
     import pickle
     import tempfile
 
     from .._cachedir import cache_dir
 
-    key = hashlib.sha256(repr(groups).encode()).hexdigest()[:40]
+    # the groups as one int64 array (label, lo, hi per range): the file's key, and stored in it
+    flat = np.fromiter(
+        itertools.chain.from_iterable((label, lo, hi) for label, ranges in enumerate(groups) for lo, hi in ranges),
+        np.int64,
+    )
+    key = hashlib.sha256(flat.tobytes()).hexdigest()[:40]
     try:
-        path = os.path.join(cache_dir("utf8"), f"{key}-v1.pickle")
+        path = os.path.join(cache_dir("utf8"), f"{key}-v2.pickle")
         with open(path, "rb") as f:
-            stored_groups, automaton = pickle.load(f)
-        if stored_groups == groups and isinstance(automaton, Utf8Automaton):
-            for a in (automaton.depth, automaton.rows, automaton.label_mask):
-                a.flags.writeable = False
+            stored, automaton = pickle.load(f)
+        if isinstance(automaton, Utf8Automaton) and np.array_equal(stored, flat):
             return automaton
     except (OSError, pickle.PickleError, EOFError, ValueError, AttributeError, TypeError):
         pass
@@ -238,7 +239,7 @@ def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Autom
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump((groups, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((flat, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except OSError:
         pass

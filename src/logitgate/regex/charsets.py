@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
+import numpy as np
+
 from .._cachedir import cached_json
 
 __all__ = [
@@ -90,10 +92,18 @@ _BMP_MAX = 0xFFFF
 
 
 def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    """Sort, merge overlapping/adjacent pairs, clip to [0, 0x10FFFF] and drop the surrogates."""
-    pairs = sorted(ranges)
+    """Sort, merge overlapping/adjacent pairs, clip to [0, 0x10FFFF] and drop the surrogates.
+
+    A set that is already normalized comes back as it is, after one pass; big unsorted inputs
+    (unions of Unicode classes) are merged with numpy.
+    """
+    pairs = ranges if isinstance(ranges, tuple) else tuple(ranges)
+    if _is_normalized(pairs):
+        return pairs
+    if len(pairs) > _NUMPY_MIN:
+        return _normalize_numpy(pairs)
     out: list[list[int]] = []
-    for lo, hi in pairs:
+    for lo, hi in sorted((lo, hi) for lo, hi in pairs):
         if lo < 0:
             lo = 0
         if hi > MAX_CODE_POINT:
@@ -115,6 +125,52 @@ def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
         if hi > SURROGATE_HI:
             result.append((SURROGATE_HI + 1, hi))
     return tuple(result)
+
+
+_NUMPY_MIN = 48  # below this many pairs the plain loop is faster than numpy's set-up
+
+
+def _is_normalized(pairs: tuple[tuple[int, int], ...]) -> bool:
+    nxt = 0  # the lowest code point the next pair may start at
+    for pair in pairs:
+        if type(pair) is not tuple:
+            return False
+        lo, hi = pair
+        if lo < nxt or hi < lo or (lo <= SURROGATE_HI and hi >= SURROGATE_LO):
+            return False
+        nxt = hi + 2
+    return nxt <= MAX_CODE_POINT + 2
+
+
+def _normalize_numpy(pairs: tuple[tuple[int, int], ...]) -> Ranges:
+    a = np.array(pairs, np.int64).reshape(-1, 2)
+    lo = np.maximum(a[:, 0], 0)
+    hi = np.minimum(a[:, 1], MAX_CODE_POINT)
+    keep = lo <= hi
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return ()
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)  # the end of the run each pair belongs to, so far
+    starts = np.empty(len(lo), np.bool_)
+    starts[0] = True
+    starts[1:] = lo[1:] > reach[:-1] + 1
+    first = np.flatnonzero(starts)
+    run_lo = lo[first]
+    run_hi = reach[np.append(first[1:] - 1, len(lo) - 1)]
+    # cut the surrogates out of the runs that overlap them
+    cut = (run_lo <= SURROGATE_HI) & (run_hi >= SURROGATE_LO)
+    if cut.any():
+        left_lo, left_hi = run_lo[cut], np.full(int(cut.sum()), SURROGATE_LO - 1)
+        right_lo, right_hi = np.full(int(cut.sum()), SURROGATE_HI + 1), run_hi[cut]
+        run_lo = np.concatenate((run_lo[~cut], left_lo, right_lo))
+        run_hi = np.concatenate((run_hi[~cut], left_hi, right_hi))
+        ok = run_lo <= run_hi
+        run_lo, run_hi = run_lo[ok], run_hi[ok]
+        order = np.argsort(run_lo, kind="stable")
+        run_lo, run_hi = run_lo[order], run_hi[order]
+    return tuple(zip(run_lo.tolist(), run_hi.tolist()))
 
 
 def from_code_points(code_points: Iterable[int]) -> Ranges:
