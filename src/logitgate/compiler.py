@@ -79,6 +79,10 @@ class CompiledGrammar:
         self.dfa = dfa
         self.trie = tokenizer.trie
         self._trans = _readonly(np.ascontiguousarray(dfa.transitions, dtype=np.int32))
+        # the mask walk's form of the DFA: a flat class table of row offsets (see class_table)
+        self._table = trie_kernels.class_table(dfa.class_transitions)
+        self._n_classes = int(dfa.class_transitions.shape[1])
+        self._byte_class = _readonly(dfa.byte_classes.astype(np.int32))
         self._accepting = np.asarray(dfa.accepting[:, 0], dtype=bool)
         self.mask_words, self.eos_mask = _mask_layout(tokenizer)
         self._masks: dict[int, np.ndarray] = {}
@@ -141,13 +145,13 @@ class CompiledGrammar:
         return mask
 
     def _compute_mask(self, state: int) -> np.ndarray:
-        out = np.zeros(self.mask_words, dtype=np.uint32)
+        out = np.zeros(self.mask_words + 1, dtype=np.uint32)  # + the walk's spare word
         trie = self.trie
         trie_kernels.fill_mask_dfa(
-            self._trans, state, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
-            trie.max_depth, out,
+            self._table, self._byte_class, state * self._n_classes, trie.nodes, trie.subtree_end,
+            trie.dup_first, trie.dup_other, trie.max_depth, out,
         )
-        words = out.view(np.int32)
+        words = out[:-1].view(np.int32)
         if self._accepting[state]:
             words |= self.eos_mask
         return _readonly(words)
@@ -189,7 +193,7 @@ class CompiledGrammar:
     def index_nbytes(self) -> int:
         """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
         masks = sum(m.nbytes for m in list(self._masks.values()))
-        return masks + self._trans.nbytes + self.dfa.class_transitions.nbytes
+        return masks + self._trans.nbytes + self._table.nbytes
 
     def __repr__(self) -> str:
         return (f"CompiledGrammar({self.grammar.kind}={self.grammar.source!r}, states={self.n_states}, "

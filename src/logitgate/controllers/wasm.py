@@ -112,6 +112,9 @@ from .protocol import (
     Suspend,
 )
 
+_IDENTITY_CLASSES = np.arange(256, dtype=np.int32)  # dfa_mask tables have a column per byte
+_IDENTITY_CLASSES.setflags(write=False)
+
 __all__ = [
     "ABI_VERSION",
     "C_SOURCES",
@@ -944,12 +947,10 @@ class WasmController(Controller):
         tok = self.host.tokenizer
         trie = tok.trie
         self._charge(caller, trie.n_tokens)
-        words = np.zeros(self._mask_words, dtype=np.uint32)
-        if not table.flags.writeable:
-            table = np.ascontiguousarray(table)
-        table.setflags(write=False)
-        trie_kernels.fill_mask_dfa(table, np.int32(state), trie.nodes, trie.subtree_end, trie.dup_first,
-                                   trie.dup_other, trie.max_depth, words)
+        buf = np.zeros(self._mask_words + 1, dtype=np.uint32)  # + the walk's spare word
+        trie_kernels.fill_mask_dfa(trie_kernels.class_table(table), _IDENTITY_CLASSES, np.int32(state * 256),
+                                   trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, buf)
+        words = buf[:-1]
         if accept[state]:
             for t in tok.eos_token_ids:
                 words[t >> 5] |= np.uint32(1 << (t & 31))

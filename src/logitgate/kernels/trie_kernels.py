@@ -107,31 +107,49 @@ NODE_DEPTH_MASK = 0xFFFF
 NODE_TOKEN_SHIFT = 24
 
 
+def class_table(class_transitions: np.ndarray) -> np.ndarray:
+    """The flat form of a DFA's class table that :func:`fill_mask_dfa` walks: entry
+    ``s * n_classes + c`` holds the next state's row offset (``next * n_classes``), or -1 for a
+    dead move, so a step is one load with no multiplication (int32, read-only)."""
+    n_classes = class_transitions.shape[1]
+    flat = np.where(class_transitions >= 0, class_transitions.astype(np.int64) * n_classes, -1)
+    if flat.size and flat.max() >= 2**31:
+        raise ValueError("DFA class table too large for int32 row offsets")
+    out = np.ascontiguousarray(flat, dtype=np.int32).reshape(-1)
+    out.setflags(write=False)
+    return out
+
+
 @njit(
-    types.void(_i32_2d_ro, types.int32, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64, _u32_1d),
+    types.void(_i32_1d_ro, _i32_1d_ro, types.int32, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64,
+               _u32_1d),
     cache=True,
     nogil=True,
 )
-def fill_mask_dfa(trans, state, nodes, subtree_end, dup_first, dup_other, max_depth, out):  # pragma: no cover
-    """OR into ``out`` (uint32 words, bit t = token t) every token whose bytes lead the DFA from
-    ``state`` to a live state. ``trans[s, b]`` is the next state, -1 when dead; a dead byte prunes
-    the whole subtree below it. Tokens sharing their bytes with an earlier id (``dup_other[k]``
-    duplicates ``dup_first[k]``) are copied over at the end."""
+def fill_mask_dfa(table, byte_class, row, nodes, subtree_end, dup_first, dup_other, max_depth, out):  # pragma: no cover
+    """OR into ``out`` every token whose bytes lead the DFA from the state at row offset ``row``
+    to a live state. ``table[row + byte_class[b]]`` is the next state's row offset, -1 when dead
+    (see :func:`class_table`); a dead byte prunes the whole subtree below it. ``out`` holds the
+    mask's uint32 words (bit t = token t) plus one spare word at the end, where nodes that end
+    no token set a bit, so the loop has no branch per token (the caller ignores that word).
+    Tokens sharing their bytes with an earlier id (``dup_other[k]`` duplicates
+    ``dup_first[k]``) are copied over at the end."""
     n = nodes.shape[0]
+    spare = (out.shape[0] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
     stack = np.empty(max_depth + 1, np.int32)
-    stack[0] = state
+    stack[0] = row
     i = 1
     while i < n:
         r = nodes[i]
         d = (r >> 8) & 0xFFFF
-        s = trans[stack[d - 1], r & 0xFF]
+        s = table[stack[d - 1] + byte_class[r & 0xFF]]
         if s < 0:
             i = subtree_end[i]
             continue
         stack[d] = s
         t = (r >> 24) - 1
-        if t >= 0:
-            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        t += (t >> 63) & spare
+        out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
         i += 1
     for k in range(dup_first.shape[0]):
         a = dup_first[k]
