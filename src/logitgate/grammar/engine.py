@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels import body_kernels as bk
 from ..kernels import earley_kernels as ek
 from ..kernels import trie_kernels
 from ..limits import check_deadline, get_limits
@@ -241,7 +242,7 @@ class CFGEngine:
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
-        self._plain_memo: dict[int, tuple[int, tuple[int, ...]] | None] = {}  # see _plain_step
+        self._accept_any: np.ndarray | None = None  # see _accepts
         self._chains: dict[int, tuple] = {}  # see _plain_chain
         self._bodies: dict[int, tuple | None] = {}  # see _body_shape
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
@@ -452,90 +453,38 @@ class CFGEngine:
 
     # -- string bodies: plain tokens by length, the rest walked -----------------------------------
 
-    _PLAIN_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], np.int64)
-    # UTF-8 lead bytes and the ranges of the continuation bytes after them (valid scalars only)
-    _UTF8_FORMS = (
-        (range(0xC2, 0xE0), ((0x80, 0xBF),)),
-        (range(0xE0, 0xE1), ((0xA0, 0xBF), (0x80, 0xBF))),
-        (range(0xE1, 0xED), ((0x80, 0xBF), (0x80, 0xBF))),
-        (range(0xED, 0xEE), ((0x80, 0x9F), (0x80, 0xBF))),
-        (range(0xEE, 0xF0), ((0x80, 0xBF), (0x80, 0xBF))),
-        (range(0xF0, 0xF1), ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
-        (range(0xF1, 0xF4), ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
-        (range(0xF4, 0xF5), ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
-    )
+    def _accepts(self) -> np.ndarray:
+        """Per lexer state: 1 where a lexeme ends (uint8, computed once)."""
+        acc = self._accept_any
+        if acc is None:
+            acc = self._accept_any = self.lexer.acc_bits.any(axis=1).astype(np.uint8)
+        return acc
 
     def _utf8_to(self, s: int, succ: int) -> tuple[int, ...] | None:
         """The states inside multi-byte characters when every valid non-ASCII character (a
         plain one) leads from lexer state ``s`` to ``succ`` (``-1``: every one is refused), passing
-        only states that accept no lexeme; None otherwise."""
-        trans, acc = self.lexer.trans, self.lexer.acc_bits
-        mids: set[int] = set()
-        for leads, conts in self._UTF8_FORMS:
-            frontier = set(trans[s, leads.start:leads.stop].tolist())
-            for lo, hi in conts:
-                if succ < 0:
-                    if frontier != {-1}:
-                        return None
-                    break
-                if -1 in frontier:
-                    return None
-                mids |= frontier
-                nxt: set[int] = set()
-                for f in frontier:
-                    row = trans[f, lo:hi + 1]
-                    first = int(row[0])
-                    if row.min() == row.max():  # the usual case: one state for the whole range
-                        nxt.add(first)
-                    else:
-                        nxt.update(row.tolist())
-                frontier = nxt
-            else:
-                if frontier != {succ}:
-                    return None
-        if any(acc[m].any() for m in mids):
-            return None
-        return tuple(sorted(mids))
-
-    def _plain_step(self, s: int) -> tuple[int, tuple[int, ...]] | None:
-        """Where every plain character (see ``TokenTrie.string_body``) leads from lexer state
-        ``s``: ``(state, the states inside multi-byte characters)``, ``(-1, ())`` when every one is
-        refused, None when they do not all lead to one state (or ``s`` or a state inside a
-        character accepts a lexeme). Memoised per state."""
-        memo = self._plain_memo
-        if s in memo:
-            return memo[s]
-        row = self.lexer.trans[s, self._PLAIN_ASCII]
-        succ = int(row[0])
-        out: tuple[int, tuple[int, ...]] | None = None
-        if (row == succ).all() and not self.lexer.acc_bits[s].any():
-            mids = self._utf8_to(s, succ)
-            if mids is not None:
-                out = (succ, mids)
-        memo[s] = out
-        return out
+        only states that accept no lexeme; None otherwise (``body_kernels.utf8_mids``)."""
+        mids = np.empty(256, np.int64)
+        end = bk.utf8_mids(self.lexer.trans, self._accepts(), bk.UTF8_FORMS, s, succ, mids, 0)
+        return None if end < 0 else tuple(mids[:end].tolist())
 
     def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, list[tuple[int, ...]]] | None:
         """The states plain characters lead through from ``lex`` (at most ``limit``, ending before
         the first refused character), and for each the states inside multi-byte characters on the
-        way to it; None when some state on the way is not a string body (``_plain_step``)."""
+        way to it; None when some state on the way is not a string body (see
+        ``body_kernels.plain_chain``). Memoised per state."""
         got = self._chains.get(lex)
         if got is None:
-            states: list[int] = []
-            mids: list[tuple[int, ...]] = []
-            s = lex
-            while len(states) < limit:
-                step = self._plain_step(s)
-                if step is None:
-                    got = (None, None)
-                    break
-                if step[0] < 0:
-                    break
-                states.append(step[0])
-                mids.append(step[1])
-                s = step[0]
-            if got is None:
-                got = (np.asarray(states, np.int64), mids)
+            limit = max(limit, 0)
+            states = np.empty(limit, np.int64)
+            mids = np.empty(16 * limit + 256, np.int64)
+            off = np.zeros(limit + 1, np.int64)
+            n = bk.plain_chain(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, limit,
+                               states, mids, off)
+            if n < 0:
+                got = (None, None)
+            else:
+                got = (states[:n].copy(), [tuple(mids[off[k]:off[k + 1]].tolist()) for k in range(n)])
             self._chains[lex] = got
         return None if got[0] is None else got  # type: ignore[return-value]
 
@@ -547,7 +496,7 @@ class CFGEngine:
         lx = self.lexer
         if lx.acc_bits[lex].any() or split.max_chars == 0:
             return None
-        row = lx.trans[lex, self._PLAIN_ASCII]
+        row = lx.trans[lex, bk.PLAIN_ASCII]
         values, counts = np.unique(row, return_counts=True)
         succ = int(values[counts.argmax()])
         if succ < 0:
@@ -557,7 +506,7 @@ class CFGEngine:
             return None
         states, mids = chain
         elsewhere = np.zeros(256, np.uint8)
-        elsewhere[self._PLAIN_ASCII[row != succ]] = 1
+        elsewhere[bk.PLAIN_ASCII[row != succ]] = 1
         first_mids = self._utf8_to(lex, succ)
         if first_mids is None:
             elsewhere[0xC2:0xF5] = 1  # multi-byte characters go their own ways: the full walk

@@ -1,0 +1,131 @@
+"""String-body kernels: where plain characters lead a lexer DFA (see
+``logitgate.grammar.engine.CFGEngine._body_walk``).
+
+A lexer state is a *string body* step when every plain character (printable ASCII other than
+``"`` and ``\\``, and every valid non-ASCII character) leads from it to one same state, passing
+only states that accept no lexeme. These kernels find that state, the states inside multi-byte
+characters on the way, and the chain of such steps from a state (a string body, a length
+counter), over the lexer's ``trans[s, b]`` (-1: refused) and ``accepts[s]`` (a lexeme ends
+there).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+
+# UTF-8 forms of valid scalars: lead bytes lo..hi, how many continuation bytes, and their ranges
+UTF8_FORMS = np.array([
+    # lead lo, lead hi, n, cont ranges (lo, hi) x 3
+    (0xC2, 0xDF, 1, 0x80, 0xBF, 0, 0, 0, 0),
+    (0xE0, 0xE0, 2, 0xA0, 0xBF, 0x80, 0xBF, 0, 0),
+    (0xE1, 0xEC, 2, 0x80, 0xBF, 0x80, 0xBF, 0, 0),
+    (0xED, 0xED, 2, 0x80, 0x9F, 0x80, 0xBF, 0, 0),
+    (0xEE, 0xEF, 2, 0x80, 0xBF, 0x80, 0xBF, 0, 0),
+    (0xF0, 0xF0, 3, 0x90, 0xBF, 0x80, 0xBF, 0x80, 0xBF),
+    (0xF1, 0xF3, 3, 0x80, 0xBF, 0x80, 0xBF, 0x80, 0xBF),
+    (0xF4, 0xF4, 3, 0x80, 0x8F, 0x80, 0xBF, 0x80, 0xBF),
+], np.int64)
+UTF8_FORMS.setflags(write=False)
+
+PLAIN_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], np.int64)
+PLAIN_ASCII.setflags(write=False)
+
+_MAX_FRONTIER = 64  # more distinct states at one position of a character: "not a body" (safe)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(arr, n, v):  # pragma: no cover - compiled
+    """Append ``v`` to ``arr[:n]`` unless present; the new length, -1 when full."""
+    for i in range(n):
+        if arr[i] == v:
+            return n
+    if n >= arr.shape[0]:
+        return -1
+    arr[n] = v
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def utf8_mids(trans, accepts, forms, s, succ, mids, start):  # pragma: no cover - compiled
+    """Whether every valid non-ASCII character leads from ``s`` to ``succ`` (``-1``: every one
+    is refused), passing only states that accept no lexeme. If so, appends the states inside the
+    characters (distinct, sorted) to ``mids[start:]`` and returns the new end; else -1 (also
+    when ``mids`` or a frontier overflows: the caller then treats ``s`` as no body)."""
+    frontier = np.empty(_MAX_FRONTIER, np.int64)
+    nxt = np.empty(_MAX_FRONTIER, np.int64)
+    n_mids = start
+    for k in range(forms.shape[0]):
+        nf = 0
+        for b in range(forms[k, 0], forms[k, 1] + 1):
+            nf = _add(frontier, nf, trans[s, b])
+            if nf < 0:
+                return -1
+        if succ < 0:
+            if nf != 1 or frontier[0] != -1:
+                return -1
+            continue
+        for c in range(forms[k, 2]):
+            for i in range(nf):
+                if frontier[i] < 0:
+                    return -1
+                seen = False
+                for j in range(start, n_mids):
+                    if mids[j] == frontier[i]:
+                        seen = True
+                        break
+                if not seen:
+                    if n_mids >= mids.shape[0]:
+                        return -1
+                    mids[n_mids] = frontier[i]
+                    n_mids += 1
+            lo = forms[k, 3 + 2 * c]
+            hi = forms[k, 4 + 2 * c]
+            nn = 0
+            for i in range(nf):
+                f = frontier[i]
+                for b in range(lo, hi + 1):
+                    nn = _add(nxt, nn, trans[f, b])
+                    if nn < 0:
+                        return -1
+            for i in range(nn):
+                frontier[i] = nxt[i]
+            nf = nn
+        if nf != 1 or frontier[0] != succ:
+            return -1
+    for j in range(start, n_mids):
+        if accepts[mids[j]]:
+            return -1
+    mids[start:n_mids].sort()
+    return n_mids
+
+
+@njit(cache=True, nogil=True)
+def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off):  # pragma: no cover - compiled
+    """The chain of string-body steps from ``lex``: ``states[k]`` is the state after ``k + 1``
+    plain characters, the states inside multi-byte characters on the way to it are
+    ``mids[mid_off[k]:mid_off[k + 1]]``. Stops after ``limit`` steps or before the first state
+    where every plain character is refused. Returns the number of steps, or -1 when some state
+    on the way is not a body step (plain characters go different ways, it accepts a lexeme, or
+    a buffer overflows)."""
+    s = lex
+    n = 0
+    mid_off[0] = 0
+    while n < limit:
+        succ = trans[s, plain[0]]
+        for i in range(1, plain.shape[0]):
+            if trans[s, plain[i]] != succ:
+                return -1
+        if accepts[s]:
+            return -1
+        end = utf8_mids(trans, accepts, forms, s, succ, mids, mid_off[n])
+        if end < 0:
+            return -1
+        if succ < 0:
+            break
+        states[n] = succ
+        n += 1
+        mid_off[n] = end
+        s = succ
+    return n

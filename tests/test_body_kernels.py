@@ -1,0 +1,88 @@
+"""The string-body kernels (``logitgate.kernels.body_kernels``) against a plain-Python reference:
+set propagation over the lexer DFA, one continuation level at a time, and a chain built from it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import logitgate
+from logitgate.kernels import body_kernels as bk
+
+_FORMS = (
+    (range(0xC2, 0xE0), ((0x80, 0xBF),)),
+    (range(0xE0, 0xE1), ((0xA0, 0xBF), (0x80, 0xBF))),
+    (range(0xE1, 0xED), ((0x80, 0xBF), (0x80, 0xBF))),
+    (range(0xED, 0xEE), ((0x80, 0x9F), (0x80, 0xBF))),
+    (range(0xEE, 0xF0), ((0x80, 0xBF), (0x80, 0xBF))),
+    (range(0xF0, 0xF1), ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (range(0xF1, 0xF4), ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (range(0xF4, 0xF5), ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
+)
+_PLAIN = [b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)]
+
+
+def ref_utf8_to(trans, accepts, s, succ):
+    mids: set[int] = set()
+    for leads, conts in _FORMS:
+        frontier = {int(trans[s, b]) for b in leads}
+        if succ < 0:
+            if frontier != {-1}:
+                return None
+            continue
+        for lo, hi in conts:
+            if -1 in frontier:
+                return None
+            mids |= frontier
+            frontier = {int(trans[f, b]) for f in frontier for b in range(lo, hi + 1)}
+        if frontier != {succ}:
+            return None
+    if any(accepts[m] for m in mids):
+        return None
+    return tuple(sorted(mids))
+
+
+def ref_chain(trans, accepts, lex, limit):
+    states, mids, s = [], [], lex
+    while len(states) < limit:
+        row = trans[s, _PLAIN]
+        succ = int(row[0])
+        if not (row == succ).all() or accepts[s]:
+            return None
+        m = ref_utf8_to(trans, accepts, s, succ)
+        if m is None:
+            return None
+        if succ < 0:
+            break
+        states.append(succ)
+        mids.append(m)
+        s = succ
+    return states, mids
+
+
+GRAMMARS = [
+    logitgate.Grammar.from_json_schema({"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 12}, "b": {"type": "string", "minLength": 2, "pattern": "^[a-zé]+$"},
+        "c": {"type": "string", "format": "date"}, "d": {"type": "string"}}}),
+    logitgate.Grammar.from_lark('start: "<" /[^>]{0,5}/ ">" | "[" /[^\\]\\n\\u00e9]*/ "]"'),
+    logitgate.Grammar.json(),
+]
+
+
+@pytest.mark.parametrize("grammar", GRAMMARS, ids=["schema", "lark", "json"])
+def test_chain_and_mids_equal_the_reference(grammar, tok_spm):
+    engine = logitgate.compile(grammar, tok_spm).engine
+    trans = engine.lexer.trans
+    accepts = engine.lexer.acc_bits.any(axis=1)
+    bodies = 0
+    for s in range(engine.lexer.n_states):
+        row = trans[s, _PLAIN]
+        succ = int(np.bincount(row + 1).argmax()) - 1
+        assert engine._utf8_to(s, succ) == ref_utf8_to(trans, accepts, s, succ)
+        got = engine._plain_chain(s, 20)
+        want = ref_chain(trans, accepts, s, 20)
+        if want is None:
+            assert got is None
+        else:
+            bodies += 1
+            assert got is not None and got[0].tolist() == want[0] and got[1] == want[1]
+    assert bodies > 0  # the grammars do have string bodies
