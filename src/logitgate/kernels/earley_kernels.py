@@ -442,9 +442,8 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
         if t >= 0 and not stop[s]:
             if ok[t]:
                 lex[d] = t
-                tok = (r >> 24) - 1
-                if tok >= 0:
-                    out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                tok = (r >> 24) - 1  # -1: no token ends here; sets no bit of the last word
+                out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
                 i += 1
                 continue
             if mode == 1:
@@ -465,9 +464,8 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
             t = trans[lex_start, b]
             if t >= 0 and ok[t]:
                 lex[d] = t
-                tok = (r >> 24) - 1
-                if tok >= 0:
-                    out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                tok = (r >> 24) - 1  # -1: no token ends here; sets no bit of the last word
+                out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
                 i += 1
                 continue
         i = subtree_end[i]
