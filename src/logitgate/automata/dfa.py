@@ -44,7 +44,7 @@ from ..kernels.automata_kernels import (
 )
 from ..regex.ast import Node
 from .nfa import AtomPartition, PositionNFA, build_nfa, group_ints, group_rows, unique_ints
-from .utf8 import Utf8Automaton, utf8_automaton
+from .utf8 import Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
 
@@ -217,10 +217,17 @@ def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarr
     ``na_atoms[j]``), cached by the interval layout so that big classes are built once."""
     labels = np.searchsorted(na_atoms, atoms.interval_atom[first_na:])
     labels[atoms.interval_atom[first_na:] < 0] = -1
-    key = (atoms.starts[first_na:].tobytes(), labels.astype(np.int32).tobytes())
+    starts = atoms.starts[first_na:].astype(np.int64)
+    key = (starts.tobytes(), labels.astype(np.int32).tobytes())
     found = _AUTOMATON_CACHE.get(key)
     if found is None:
-        found = utf8_automaton(tuple(atoms.ranges((a,), lo=0x80) for a in na_atoms.tolist()))
+        def groups() -> tuple[tuple[tuple[int, int], ...], ...]:
+            return tuple(atoms.ranges((a,), lo=0x80) for a in na_atoms.tolist())
+
+        if len(starts) < 4:  # a few ranges: building is cheaper than a file read
+            found = utf8_automaton(groups())
+        else:  # on disk by the interval layout, without computing the groups first
+            found = keyed_utf8_automaton(np.concatenate((starts, labels.astype(np.int64))), groups)
         if len(_AUTOMATON_CACHE) >= 256:
             _AUTOMATON_CACHE.clear()
         _AUTOMATON_CACHE[key] = found

@@ -254,9 +254,16 @@ def group_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse
 
 
-@lru_cache(maxsize=64)
+_WEIGHTS = np.zeros(0, np.int64)  # odd random int64 hash weights, grown on demand
+
+
 def _hash_weights(width: int) -> np.ndarray:
-    return np.random.default_rng(width).integers(1, 2**62, width, dtype=np.int64) | 1
+    """``width`` fixed odd random weights (one generator draw serves every width: building a
+    generator costs tens of microseconds)."""
+    global _WEIGHTS
+    if width > _WEIGHTS.shape[0]:
+        _WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, max(width, 1024), dtype=np.int64) | 1
+    return _WEIGHTS[:width]
 
 
 @lru_cache(maxsize=1024)

@@ -14,6 +14,7 @@ Two views of the same encoding:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -203,46 +204,56 @@ class Utf8Automaton:
             a.flags.writeable = False
 
 
-_DISK_MIN_PIECES = 64  # smaller automata build faster than a file read
+_DISK_MIN_PIECES = 8  # smaller automata build faster than a file read (tens of microseconds)
 
 
 @lru_cache(maxsize=512)
 def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Automaton:
     """The minimal labelled UTF-8 automaton of disjoint code point sets (cached by ``groups`` in
-    memory, and on disk for big ones such as Unicode ``\\w``, which take milliseconds to build).
+    memory, and on disk unless tiny: big ones such as Unicode ``\\w`` take milliseconds to build).
     """
     if sum(len(g) for g in groups) < _DISK_MIN_PIECES:
         return _build_utf8_automaton(groups)
-    import hashlib
     import itertools
-    import os
-    import pickle
-    import tempfile
-
-    from .._cachedir import cache_dir
 
     # the groups as one int64 array (label, lo, hi per range): the file's key, and stored in it
     flat = np.fromiter(
         itertools.chain.from_iterable((label, lo, hi) for label, ranges in enumerate(groups) for lo, hi in ranges),
         np.int64,
     )
-    key = hashlib.sha256(flat.tobytes()).hexdigest()[:40]
+    return keyed_utf8_automaton(flat, lambda: groups)
+
+
+def keyed_utf8_automaton(key: np.ndarray, groups: Callable[[], tuple[tuple[tuple[int, int], ...], ...]]) -> Utf8Automaton:
+    """The automaton of ``groups()``, kept on disk under ``key`` (an int64 array that determines
+    the groups; stored in the file and compared on reading, so a hash collision rebuilds): a
+    caller with a cheaper key than the groups themselves skips computing them when on disk."""
+    import hashlib
+    import os
+    import pickle
+    import tempfile
+
+    from .._cachedir import cache_dir
+
+    digest = hashlib.sha256(key.tobytes()).hexdigest()[:40]
+    path = ""
     try:
-        path = os.path.join(cache_dir("utf8"), f"{key}-v2.pickle")
+        path = os.path.join(cache_dir("utf8"), f"{digest}-v2.pickle")
         with open(path, "rb") as f:
             stored, automaton = pickle.load(f)
-        if isinstance(automaton, Utf8Automaton) and np.array_equal(stored, flat):
+        if isinstance(automaton, Utf8Automaton) and np.array_equal(stored, key):
             return automaton
     except (OSError, pickle.PickleError, EOFError, ValueError, AttributeError, TypeError):
         pass
-    automaton = _build_utf8_automaton(groups)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump((flat, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    automaton = _build_utf8_automaton(groups())
+    if path:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump((key, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError:
+            pass
     return automaton
 
 
