@@ -465,7 +465,7 @@ class CFGEngine:
         plain one) leads from lexer state ``s`` to ``succ`` (``-1``: every one is refused), passing
         only states that accept no lexeme; None otherwise (``body_kernels.utf8_mids``)."""
         mids = np.empty(256, np.int64)
-        end = bk.utf8_mids(self.lexer.trans, self._accepts(), bk.UTF8_FORMS, s, succ, mids, 0)
+        end = bk.utf8_mids(self.lexer.trans, self._accepts(), bk.UTF8_FORMS, int(s), int(succ), mids, 0)
         return None if end < 0 else tuple(mids[:end].tolist())
 
     def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, list[tuple[int, ...]]] | None:
@@ -479,7 +479,7 @@ class CFGEngine:
             states = np.empty(limit, np.int64)
             mids = np.empty(16 * limit + 256, np.int64)
             off = np.zeros(limit + 1, np.int64)
-            n = bk.plain_chain(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, limit,
+            n = bk.plain_chain(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), limit,
                                states, mids, off)
             if n < 0:
                 got = (None, None)
