@@ -78,7 +78,6 @@ class CompiledGrammar:
         self.tokenizer = tokenizer
         self.dfa = dfa
         self.trie = tokenizer.trie
-        self._trans = _readonly(np.ascontiguousarray(dfa.transitions, dtype=np.int32))
         # the mask walk's form of the DFA: a flat class table of row offsets (see class_table)
         self._table = trie_kernels.class_table(dfa.class_transitions)
         self._n_classes = int(dfa.class_transitions.shape[1])
@@ -109,14 +108,17 @@ class CompiledGrammar:
         if token_id >= self.trie.n_tokens or self.trie.token_node[token_id] < 0:
             return -1
         start, end = self.trie.token_span(token_id)
-        return int(trie_kernels.dfa_walk(self._trans, state, self.trie.token_flat, start, end))
+        row = trie_kernels.dfa_walk(self._table, self._byte_class, state * self._n_classes, self.trie.token_flat,
+                                    start, end)
+        return -1 if row < 0 else int(row) // self._n_classes
 
     def advance_bytes(self, state: int, data: bytes) -> int:
         """The state after ``data``, or -1 if some byte is rejected."""
         if not data:
             return state
         flat = _readonly(np.frombuffer(data, dtype=np.uint8).copy())
-        return int(trie_kernels.dfa_walk(self._trans, state, flat, 0, len(data)))
+        row = trie_kernels.dfa_walk(self._table, self._byte_class, state * self._n_classes, flat, 0, len(data))
+        return -1 if row < 0 else int(row) // self._n_classes
 
     def is_accepting(self, state: int) -> bool:
         """Whether the text so far is complete (EOS allowed)."""
@@ -193,7 +195,7 @@ class CompiledGrammar:
     def index_nbytes(self) -> int:
         """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
         masks = sum(m.nbytes for m in list(self._masks.values()))
-        return masks + self._trans.nbytes + self._table.nbytes
+        return masks + self._table.nbytes
 
     def __repr__(self) -> str:
         return (f"CompiledGrammar({self.grammar.kind}={self.grammar.source!r}, states={self.n_states}, "

@@ -62,9 +62,13 @@ class ByteDFA:
     ``reachable[s, k]``: some continuation (possibly empty) from ``s`` fully matches pattern ``k``.
     Bytes with identical columns share a ``byte_classes`` entry (classes numbered by their
     smallest byte) and ``class_transitions[s, byte_classes[b]] == transitions[s, b]``.
+
+    Constructed as ``ByteDFA(transitions, start, accepting, reachable, byte_classes,
+    class_transitions)``; ``transitions`` may be None, and is then built from the class table on
+    first use (a regex's mask walk and steps use the class table alone).
     """
 
-    transitions: np.ndarray
+    _transitions: np.ndarray | None
     start: int
     accepting: np.ndarray
     reachable: np.ndarray
@@ -72,8 +76,18 @@ class ByteDFA:
     class_transitions: np.ndarray
 
     @property
+    def transitions(self) -> np.ndarray:
+        """``[n_states, 256]`` int32: the state after each byte, -1 when dead (read-only)."""
+        trans = self._transitions
+        if trans is None:
+            trans = np.ascontiguousarray(self.class_transitions[:, self.byte_classes])
+            trans.flags.writeable = False
+            object.__setattr__(self, "_transitions", trans)  # a cache: equal whoever builds it
+        return trans
+
+    @property
     def n_states(self) -> int:
-        return int(self.transitions.shape[0])
+        return int(self.class_transitions.shape[0])
 
     @property
     def n_patterns(self) -> int:
@@ -298,13 +312,12 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
     class_columns = used[reps]  # one column per class, in class order
     order = bfs_order(columns, class_columns, 0)
     class_transitions = renumber_expand(columns, order, class_columns)
-    transitions = renumber_expand(columns, order, class_columns[byte_classes])
     accepting = np.ascontiguousarray(accepting[order])
     if accepting.shape[1] == 1:
         reachable = np.ones_like(accepting)
     else:
         reachable = coreachable(class_transitions, accepting)
-    return _freeze(transitions, 0, accepting, reachable, byte_classes, class_transitions)
+    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions)  # transitions: on first use
 
 
 def _empty_dfa(n_patterns: int) -> ByteDFA:
@@ -319,7 +332,7 @@ def _empty_dfa(n_patterns: int) -> ByteDFA:
 
 
 def _freeze(
-    transitions: np.ndarray,
+    transitions: np.ndarray | None,
     start: int,
     accepting: np.ndarray,
     reachable: np.ndarray,
@@ -327,5 +340,6 @@ def _freeze(
     class_transitions: np.ndarray,
 ) -> ByteDFA:
     for a in (transitions, accepting, reachable, byte_classes, class_transitions):
-        a.flags.writeable = False
+        if a is not None:
+            a.flags.writeable = False
     return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions)

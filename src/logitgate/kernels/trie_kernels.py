@@ -111,11 +111,13 @@ def class_table(class_transitions: np.ndarray) -> np.ndarray:
     """The flat form of a DFA's class table that :func:`fill_mask_dfa` walks: entry
     ``s * n_classes + c`` holds the next state's row offset (``next * n_classes``), or -1 for a
     dead move, so a step is one load with no multiplication (int32, read-only)."""
-    n_classes = class_transitions.shape[1]
-    flat = np.where(class_transitions >= 0, class_transitions.astype(np.int64) * n_classes, -1)
-    if flat.size and flat.max() >= 2**31:
+    n_states, n_classes = class_transitions.shape
+    if n_states * n_classes >= 2**31:  # every offset is below n_states * n_classes
         raise ValueError("DFA class table too large for int32 row offsets")
-    out = np.ascontiguousarray(flat, dtype=np.int32).reshape(-1)
+    table = np.ascontiguousarray(class_transitions, dtype=np.int32)
+    out = table * np.int32(n_classes)
+    np.putmask(out, table < 0, -1)
+    out = out.reshape(-1)
     out.setflags(write=False)
     return out
 
@@ -158,15 +160,16 @@ def fill_mask_dfa(table, byte_class, row, nodes, subtree_end, dup_first, dup_oth
             out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
 
 
-@njit(types.int32(_i32_2d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
-def dfa_walk(trans, state, flat, start, end):  # pragma: no cover - compiled
-    """Step the DFA from ``state`` over ``flat[start:end]``; -1 as soon as it dies."""
-    s = state
+@njit(types.int32(_i32_1d_ro, _i32_1d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
+def dfa_walk(table, byte_class, row, flat, start, end):  # pragma: no cover - compiled
+    """Step the DFA from the state at row offset ``row`` of its flat class table (see
+    :func:`class_table`) over ``flat[start:end]``: the row offset reached, -1 as soon as it dies."""
+    r = row
     for k in range(start, end):
-        s = trans[s, flat[k]]
-        if s < 0:
+        r = table[r + byte_class[flat[k]]]
+        if r < 0:
             return -1
-    return s
+    return r
 
 
 @njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
