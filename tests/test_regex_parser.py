@@ -237,6 +237,22 @@ def test_normalize_equals_the_brute_force_set(pairs, as_lists: bool) -> None:
     assert charsets.normalize(got) is got
 
 
+@settings(max_examples=300, deadline=None)
+@given(base=st.lists(_PAIR, max_size=60), extra=st.lists(_PAIR, max_size=6))
+def test_add_ranges_equals_normalizing_both(base, extra) -> None:
+    """Inserting a few normalized ranges into a normalized set (binary search and splicing) gives
+    the set normalize computes from both lists: overlaps, adjacency, the surrogate gap."""
+    a = charsets.normalize([(b + lo, b + lo + w) for b, lo, w in base])
+    e = charsets.normalize([(b + lo, b + lo + w) for b, lo, w in extra])
+    assert charsets.add_ranges(a, e) == charsets.normalize(a + e)
+
+
+@pytest.mark.parametrize("pattern", [r"[\w .\-/]", r"[\d,]", r"[\s|()]", r"[^\w@]", r"[\W_]", r"[\S\n]", r"[\w\u00e9\u3000-\u3010]"])
+def test_category_plus_characters_classes_match_re(pattern: str) -> None:
+    """A class of one category and a few characters (the insertion path) is re's class."""
+    assert parse(pattern).ranges == re_class(pattern)
+
+
 def test_case_closure_helper_matches_re_for_bmp_ranges() -> None:
     for lo, hi in [(0x61, 0x7A), (0x41, 0x5A), (0x370, 0x3FF), (0x1F00, 0x1FFF), (0x100, 0x17F)]:
         expected = re_class(f"(?i)[\\u{lo:04x}-\\u{hi:04x}]")

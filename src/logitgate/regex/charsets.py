@@ -185,6 +185,27 @@ def union(*sets: Ranges) -> Ranges:
     return normalize(pair for s in sets for pair in s)
 
 
+def add_ranges(base: Ranges, extra: Ranges) -> Ranges:
+    """The union of two normalized sets, by inserting ``extra``'s ranges into ``base`` one by one
+    (binary search and list splicing: for a few ranges added to a big Unicode class, cheaper than
+    normalizing both together)."""
+    if not extra:
+        return base
+    if not base:
+        return extra
+    starts = [lo for lo, _ in base]
+    ends = [hi for _, hi in base]
+    for lo, hi in extra:
+        i = bisect.bisect_left(ends, lo - 1)  # the first range ending at or after lo - 1
+        j = bisect.bisect_right(starts, hi + 1)  # past the last range starting at or before hi + 1
+        if i < j:  # ranges i..j-1 overlap or touch [lo, hi]
+            lo = min(lo, starts[i])
+            hi = max(hi, ends[j - 1])
+        starts[i:j] = [lo]
+        ends[i:j] = [hi]
+    return tuple(zip(starts, ends))
+
+
 def complement(ranges: Ranges) -> Ranges:
     """Every character (surrogates excluded) not in ``ranges`` (which must be normalized)."""
     out: list[tuple[int, int]] = []
@@ -525,6 +546,10 @@ def _item_ranges(op: str, av: Any, ascii: bool) -> Ranges:
 def _plain_charset(body: tuple[ClassItem, ...], ascii: bool) -> Ranges:
     if len(body) == 1:
         return _item_ranges(body[0][0], body[0][1], ascii)
+    categories = [av for op, av in body if op == "CATEGORY"]
+    if len(categories) == 1:  # one class such as \w plus a few characters: insert them into it
+        extra = normalize([(av, av) if op == "LITERAL" else av for op, av in body if op != "CATEGORY"])
+        return add_ranges(category(categories[0], ascii), extra)
     pairs: list[tuple[int, int]] = []
     for op, av in body:
         if op == "CATEGORY":
