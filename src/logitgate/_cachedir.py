@@ -16,20 +16,11 @@ __all__ = ["cache_dir", "cached_json"]
 _CHECKED: dict[str, str] = {}  # folder asked for -> the folder used (checked once per process)
 
 
-_HOME: dict[str | None, str] = {}  # $HOME -> expanduser("~") (expanduser is slow without $HOME)
-
-
 def cache_dir(sub: str) -> str:
     """The writable cache folder ``sub`` (created if missing)."""
     base = os.environ.get("LOGITGATE_CACHE_DIR")
     if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        if not xdg:
-            home_env = os.environ.get("HOME")
-            home = _HOME.get(home_env)
-            if home is None:
-                home = _HOME[home_env] = os.path.expanduser("~")
-            xdg = os.path.join(home, ".cache")
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         base = os.path.join(xdg, "logitgate")
     wanted = os.path.join(base, sub)
     path = _CHECKED.get(wanted)
@@ -37,8 +28,7 @@ def cache_dir(sub: str) -> str:
         return path
     path = wanted
     try:
-        if not os.path.isdir(path):
-            os.makedirs(path, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
         if not os.access(path, os.W_OK):
             raise PermissionError(path)
     except OSError:
