@@ -44,7 +44,7 @@ from ..kernels.automata_kernels import (
 )
 from ..regex.ast import Node
 from .nfa import AtomPartition, PositionNFA, build_nfa, group_ints, group_rows, unique_ints
-from .utf8 import Utf8Automaton, keyed_utf8_automaton, utf8_automaton
+from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
 
@@ -238,7 +238,7 @@ def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarr
         def groups() -> tuple[tuple[tuple[int, int], ...], ...]:
             return tuple(atoms.ranges((a,), lo=0x80) for a in na_atoms.tolist())
 
-        if len(starts) < 4:  # a few ranges: building is cheaper than a file read
+        if len(starts) < DISK_MIN_PIECES:  # at most that many ranges: utf8_automaton builds it
             found = utf8_automaton(groups())
         else:  # on disk by the interval layout, without computing the groups first
             found = keyed_utf8_automaton(np.concatenate((starts, labels.astype(np.int64))), groups)

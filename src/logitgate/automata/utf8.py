@@ -204,7 +204,8 @@ class Utf8Automaton:
             a.flags.writeable = False
 
 
-_DISK_MIN_PIECES = 8  # smaller automata build faster than a file read (tens of microseconds)
+DISK_MIN_PIECES = 8
+"""Fewer labelled ranges than this: an automaton builds faster than its disk file reads."""
 
 
 @lru_cache(maxsize=512)
@@ -212,7 +213,7 @@ def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Autom
     """The minimal labelled UTF-8 automaton of disjoint code point sets (cached by ``groups`` in
     memory, and on disk unless tiny: big ones such as Unicode ``\\w`` take milliseconds to build).
     """
-    if sum(len(g) for g in groups) < _DISK_MIN_PIECES:
+    if sum(len(g) for g in groups) < DISK_MIN_PIECES:
         return _build_utf8_automaton(groups)
     import itertools
 
