@@ -63,6 +63,17 @@ def test_json_gbnf_merges_into_lexemes() -> None:
     assert all(len(n) > 3 or n.startswith("'") for n in names)
 
 
+def test_c_gbnf_demotes_the_largest_conflicting_lexemes_first() -> None:
+    """Runs such as ``identifier ws "="`` conflict with ``identifier`` itself; opening up the run
+    (and ``dataType ::= "int" ws``) is enough, so ``identifier`` stays one lexeme instead of being
+    parsed a character at a time."""
+    src = open_data("llama-cpp-grammars/c.gbnf")
+    _, cfg, _ = merge_lexemes(lg.Grammar.from_gbnf(src).ir)
+    names = {t.name for t in cfg.terminals}
+    assert {"<identifier>", "<number>", "<ws>", "'while'", "'int'"} <= names
+    assert "<dataType>" not in names  # "int" ws: the ws would swallow a space before "="
+
+
 @pytest.mark.parametrize("src, alphabet", [
     ('root ::= [a-z]+ "b"\n', "ab"),
     ('root ::= "a" | "ab" "c"\n', "abc"),

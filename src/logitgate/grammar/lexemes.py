@@ -51,9 +51,10 @@ grammar rule (same language, parsed instead of lexed), so a chain of thousands o
 one regex nested thousands deep."""
 
 
-def _regular_rules(ir: GrammarIR) -> set[str]:
-    """Rules whose language is regular by construction: no recursion, only regular references,
-    and at most ``MAX_INLINE_DEPTH`` rules deep."""
+def _regular_rules(ir: GrammarIR) -> dict[str, int]:
+    """Rules whose language is regular by construction (no recursion, only regular references,
+    at most ``MAX_INLINE_DEPTH`` rules deep), with their depth: 1 for a rule that references no
+    rule, else one more than its deepest reference."""
     deps = {name: _refs(r.body) for name, r in ir.rules.items()}
     depth: dict[str, int] = {}
     changed = True
@@ -66,7 +67,7 @@ def _regular_rules(ir: GrammarIR) -> set[str]:
                 if d <= MAX_INLINE_DEPTH:
                     depth[name] = d
                     changed = True
-    return set(depth)
+    return depth
 
 
 def _to_regex(e: Expr, ir: GrammarIR) -> Node:
@@ -424,6 +425,13 @@ def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CF
         return cand, cfg, build_lexer(cfg)
     as_rules: set[str] = set()
     demoted: set[tuple] = set()
+    depth = _regular_rules(ir)
+
+    def size(key: tuple) -> int:
+        if key[0] in ("run", "expr"):
+            return MAX_INLINE_DEPTH + 1
+        return depth.get(key[1], 0) if key[0] == "rule" else 0
+
     for _ in range(MAX_ROUNDS):
         check_deadline("merging lexemes")
         cand, origin = _build(ir, as_rules, demoted)
@@ -433,7 +441,12 @@ def merge_lexemes(ir: GrammarIR, *, greedy: bool = False) -> tuple[GrammarIR, CF
         keys = {origin[cfg.terminals[k].name] for k in bad if cfg.terminals[k].name in origin}
         if not keys:
             return cand, lower(cand), lexer
-        for key in keys:
+        # the largest candidates first: a lexeme made of other candidates often conflicts with
+        # them (``identifier ws "="`` or ``parameter ::= dataType identifier`` against
+        # ``identifier``), and once it is opened up its parts may pass alone; demoting them all at
+        # once would parse ``identifier`` a character at a time
+        rank = max(map(size, keys))
+        for key in [k for k in keys if size(k) == rank]:
             if key[0] == "rule":
                 as_rules.add(key[1])
             demoted.add(key)
