@@ -29,7 +29,7 @@ UTF8_FORMS = np.array([
 ], np.int64)
 UTF8_FORMS.setflags(write=False)
 
-PLAIN_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], np.int64)
+PLAIN_ASCII = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.int64)  # as plain_text_lengths
 PLAIN_ASCII.setflags(write=False)
 
 _MAX_FRONTIER = 64  # more distinct states at one position of a character: "not a body" (safe)

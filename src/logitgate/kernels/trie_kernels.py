@@ -185,8 +185,10 @@ def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def plain_text_lengths(flat, offsets, token_node):  # pragma: no cover - compiled
     """For each token: its length in characters when its bytes are complete, valid UTF-8 text
-    of characters other than ``"``, ``\\`` and U+0000-U+001F (the body of a JSON string), else
-    -1 (also for tokens not in the trie, ``token_node < 0``, and empty ones)."""
+    of characters other than ``"``, ``\\``, U+0000-U+001F and U+007F (the body of a JSON
+    string; DEL is left out because grammars often refuse it, llama.cpp's ``json.gbnf`` among
+    them, and one refused plain character makes no state a string body), else -1 (also for
+    tokens not in the trie, ``token_node < 0``, and empty ones)."""
     n = token_node.shape[0]
     out = np.full(n, -1, np.int32)
     for t in range(n):
@@ -201,7 +203,7 @@ def plain_text_lengths(flat, offsets, token_node):  # pragma: no cover - compile
         while i < end:
             b = flat[i]
             if b < 0x80:
-                if b < 0x20 or b == 0x22 or b == 0x5C:
+                if b < 0x20 or b == 0x22 or b == 0x5C or b == 0x7F:
                     ok = False
                     break
                 i += 1

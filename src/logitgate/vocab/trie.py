@@ -145,7 +145,7 @@ class TokenTrie:
 
 class StringBodySplit:
     """The vocabulary split for lexer states inside a string body: *plain* tokens (complete UTF-8
-    text of characters other than ``"``, ``\\`` and U+0000-U+001F, the body of a JSON string) by
+    text of characters other than ``"``, ``\\``, U+0000-U+001F and U+007F: the body of a JSON string) by
     their length in characters, and a trie of all the others.
 
     ``cumulative[n]`` (uint32 words): the plain tokens of at most ``n`` characters, ``n`` up to
