@@ -83,6 +83,12 @@ class LogitgateGrammarEngine(LogitgateEngine):
                     lm.accept_string(piece)
                 lm.find_jump_forward_bytes()
                 lm.is_accepting()
+                # and inside a string body (its kernels load on the first string state met)
+                js = self.lg.Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+                jm = self.lg.Matcher(self.lg.compile(js, self.tok))
+                for piece in ['{"', 'a', '":"', 'hello', ' world', '"}']:
+                    jm.fill_next_token_bitmask(bm, 0)
+                    jm.accept_string(piece)
                 return f"{fmt} grammar"
         self.matcher(self.compile(WARMUP_REGEX)).fill(bm)  # still JIT-compiles the kernels
         return "regex (no grammar reader yet)"

@@ -243,7 +243,7 @@ class CFGEngine:
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
         self._accept_any: np.ndarray | None = None  # see _accepts
-        self._chains: dict[int, tuple] = {}  # see _plain_chain
+        self._chains: dict[int, tuple | None] = {}  # see _plain_chain
         self._bodies: dict[int, tuple | None] = {}  # see _body_shape
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
@@ -468,25 +468,22 @@ class CFGEngine:
         end = bk.utf8_mids(self.lexer.trans, self._accepts(), bk.UTF8_FORMS, int(s), int(succ), mids, 0)
         return None if end < 0 else tuple(mids[:end].tolist())
 
-    def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, list[tuple[int, ...]]] | None:
-        """The states plain characters lead through from ``lex`` (at most ``limit``, ending before
-        the first refused character), and for each the states inside multi-byte characters on the
-        way to it; None when some state on the way is not a string body (see
-        ``body_kernels.plain_chain``). Memoised per state."""
-        got = self._chains.get(lex)
-        if got is None:
+    def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(states, mids, off)``: the states plain characters lead through from ``lex`` (at most
+        ``limit``, ending before the first refused character), and the states inside multi-byte
+        characters on the way to ``states[k]``, ``mids[off[k]:off[k + 1]]``; None when some state
+        on the way is not a string body (see ``body_kernels.plain_chain``). Memoised per state."""
+        got = self._chains.get(lex, False)
+        if got is False:
             limit = max(limit, 0)
             states = np.empty(limit, np.int64)
             mids = np.empty(16 * limit + 256, np.int64)
             off = np.zeros(limit + 1, np.int64)
             n = bk.plain_chain(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), limit,
                                states, mids, off)
-            if n < 0:
-                got = (None, None)
-            else:
-                got = (states[:n].copy(), [tuple(mids[off[k]:off[k + 1]].tolist()) for k in range(n)])
+            got = None if n < 0 else (states[:n].copy(), mids[:off[n]].copy(), off[:n + 1].copy())
             self._chains[lex] = got
-        return None if got[0] is None else got  # type: ignore[return-value]
+        return got
 
     def _body_shape(self, lex: int, split: Any) -> tuple | None:
         """What ``_body_walk`` needs of lexer state ``lex`` whatever the expected set: the chain
@@ -497,14 +494,13 @@ class CFGEngine:
         if lx.acc_bits[lex].any() or split.max_chars == 0:
             return None
         row = lx.trans[lex, bk.PLAIN_ASCII]
-        values, counts = np.unique(row, return_counts=True)
-        succ = int(values[counts.argmax()])
+        succ = int(np.bincount(row + 1).argmax()) - 1  # the most common target (the smallest on a tie)
         if succ < 0:
             return None  # most plain characters end here: the full walk is short
         chain = self._plain_chain(succ, split.max_chars - 1)
         if chain is None:
             return None
-        states, mids = chain
+        states, mids, off = chain
         elsewhere = np.zeros(256, np.uint8)
         elsewhere[bk.PLAIN_ASCII[row != succ]] = 1
         first_mids = self._utf8_to(lex, succ)
@@ -518,9 +514,10 @@ class CFGEngine:
                 np.zeros(split.cumulative.shape[1], np.uint32)
             if elsewhere[0xC2]:
                 drop = drop | split.non_ascii_first
-        per_step = [first_mids, *mids]  # the states inside the multi-byte characters of each step
-        mid_states = np.asarray([m for ms in per_step for m in ms], np.int64)
-        mid_step = np.asarray([k for k, ms in enumerate(per_step) for _ in ms], np.int64)
+        # the states inside the multi-byte characters of each step (step 0: into succ)
+        mid_states = np.concatenate((np.asarray(first_mids, np.int64), mids))
+        per_step = np.concatenate(([len(first_mids)], np.diff(off)))
+        mid_step = np.repeat(np.arange(per_step.shape[0], dtype=np.int64), per_step)
         return np.concatenate(([succ], states)), mid_states, mid_step, elsewhere, drop
 
     def _body_walk(self, lex: int, exp: np.ndarray) -> tuple[Any, ...] | None:

@@ -127,5 +127,17 @@ def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off)
         states[n] = succ
         n += 1
         mid_off[n] = end
+        if succ == s:
+            # a self-loop (a string body): every later step is this one again
+            k = end - mid_off[n - 1]
+            while n < limit:
+                if mid_off[n] + k > mids.shape[0]:
+                    return -1
+                for j in range(k):
+                    mids[mid_off[n] + j] = mids[mid_off[n - 1] + j]
+                states[n] = s
+                mid_off[n + 1] = mid_off[n] + k
+                n += 1
+            break
         s = succ
     return n

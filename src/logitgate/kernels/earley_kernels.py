@@ -857,9 +857,9 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     follow, which continues from the start state, or more than ``order.shape[0]`` states)."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     run_ptr, run_byte, run_target = runs
-    canon = {}  # local state -> canonical number; the root row (number 0) is apart: only
+    # local state -> canonical number (-1: not met yet); the root row (number 0) is apart: only
     # there do first bytes outside ``first_ok`` skip their subtree, so s0 met again is numbered anew
-    canon[-1] = -1
+    canon = np.full(trans.shape[0], -1, np.int32)
     dep = np.empty(order.shape[0], np.int32)
     scan = np.zeros(exp.shape[0], np.uint64)
     h1 = np.uint64(0x243F6A8885A308D3)
@@ -889,7 +889,7 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
                 v = -1
                 if t >= 0 and stop == 0:
                     if _viable(reach_bits, t, exp, ign):
-                        c = canon.get(t, -1)
+                        c = canon[t]
                         if c < 0:
                             if n >= order.shape[0]:
                                 return np.uint64(0), np.uint64(0), -1
