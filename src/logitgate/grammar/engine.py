@@ -391,13 +391,9 @@ class CFGEngine:
             inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
-        at_first = trie.node_depth[bnd_node] == 1
         first_bytes = np.zeros(256, np.uint8)
-        first_bytes[trie.nodes[bnd_node[at_first]] & 0xFF] = 1
-        deep_node, deep_state = bnd_node[~at_first], bnd_state[~at_first]
-        order = np.argsort(deep_state, kind="stable")
-        dn, ds = np.ascontiguousarray(deep_node[order]), np.ascontiguousarray(deep_state[order])
-        groups = ek.merge_groups(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT)
+        groups, dn, ds = ek.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
+                                             first_bytes)
         pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
         if chained is not None and chained[2] is not None:
             first_bytes |= chained[2]

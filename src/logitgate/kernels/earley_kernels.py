@@ -417,13 +417,10 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     n = nodes.shape[0]
     n_states = trans.shape[0]
+    # per lexer state, computed when first needed (a big lexer has thousands of states, a walk
+    # meets few): ok 1 = viable for exp, 2 = not; stop 1 = a lazy lexeme ends here, 2 = not
     ok = np.zeros(n_states, np.uint8)
     stop = np.zeros(n_states, np.uint8)
-    for st in range(n_states):
-        if _viable(reach_bits, st, exp, ign):
-            ok[st] = 1
-        if has_lazy and st != lex_start and _lazy_stop(acc_bits, lazy_bits, st, exp, ign):
-            stop[st] = 1
     endres = np.full(n_states, -1, np.int8)
     scan = np.zeros(exp.shape[0], np.uint64)
     lex = np.empty(max_depth + 1, np.int32)
@@ -439,8 +436,19 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
             i = subtree_end[i]
             continue
         t = trans[s, b]
-        if t >= 0 and not stop[s]:
-            if ok[t]:
+        if t >= 0 and has_lazy:
+            z = stop[s]
+            if z == 0:
+                z = 1 if s != lex_start and _lazy_stop(acc_bits, lazy_bits, s, exp, ign) else 2
+                stop[s] = z
+            if z == 1:
+                t = -1
+        if t >= 0:
+            v = ok[t]
+            if v == 0:
+                v = 1 if _viable(reach_bits, t, exp, ign) else 2
+                ok[t] = v
+            if v == 1:
                 lex[d] = t
                 tok = (r >> 24) - 1  # -1: no token ends here; sets no bit of the last word
                 out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
@@ -462,7 +470,9 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
             nb += 1
         elif e == 2:
             t = trans[lex_start, b]
-            if t >= 0 and ok[t]:
+            if t >= 0 and ok[t] == 0:
+                ok[t] = 1 if _viable(reach_bits, t, exp, ign) else 2
+            if t >= 0 and ok[t] == 1:
                 lex[d] = t
                 tok = (r >> 24) - 1  # -1: no token ends here; sets no bit of the last word
                 out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
@@ -648,6 +658,33 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     mem_ptr[n_m] = n_mem
     return (g_ptr, g_state, m_rec[:n_m].copy(), m_end[:n_m].copy(), mem_ptr[:n_m + 1].copy(), mem[:n_mem].copy(),
             g_raw, r_ptr, r_node)
+
+
+@njit(cache=True, nogil=True)
+def split_boundaries(nodes, subtree_end, bnd_node, bnd_state, merge_limit, first_bytes):  # pragma: no cover
+    """The boundaries of a :func:`lexer_walk` split by depth: set ``first_bytes[b]`` for those at a
+    token's first byte (the current lexeme ends before the token; the caller finishes them), and
+    merge the deeper ones (stably sorted by lexer state) with :func:`merge_groups`. Returns
+    ``(groups, deep nodes, deep states)``."""
+    nb = bnd_node.shape[0]
+    n_deep = 0
+    for k in range(nb):
+        if ((nodes[bnd_node[k]] >> 8) & 0xFFFF) == 1:
+            first_bytes[nodes[bnd_node[k]] & 0xFF] = 1
+        else:
+            n_deep += 1
+    node = np.empty(n_deep, np.int32)
+    state = np.empty(n_deep, np.int32)
+    q = 0
+    for k in range(nb):
+        if ((nodes[bnd_node[k]] >> 8) & 0xFFFF) != 1:
+            node[q] = bnd_node[k]
+            state[q] = bnd_state[k]
+            q += 1
+    order = np.argsort(state, kind="mergesort")
+    dn = node[order]
+    ds = state[order]
+    return merge_groups(nodes, subtree_end, dn, ds, merge_limit), dn, ds
 
 
 @njit(cache=True, nogil=True)
