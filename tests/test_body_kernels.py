@@ -88,3 +88,53 @@ def test_chain_and_mids_equal_the_reference(grammar, tok_spm):
             states, mids, off = got
             assert [tuple(mids[off[k]:off[k + 1]].tolist()) for k in range(len(states))] == want[1]
     assert bodies > 0  # the grammars do have string bodies
+
+
+@pytest.mark.parametrize("grammar, has_chain", list(zip(GRAMMARS, [True, False, True])), ids=["schema", "lark", "json"])
+def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
+    """``body_entry`` (the step into a body) and ``body_steps`` (how far a walk goes on) against
+    the numpy formulation they replace, for every lexer state and several expected sets."""
+    engine = logitgate.compile(grammar, tok_spm).engine
+    lx = engine.lexer
+    trans = lx.trans
+    accepts = lx.acc_bits.any(axis=1)
+    rng = np.random.default_rng(7)
+    exps = [np.full(lx.acc_bits.shape[1], ~np.uint64(0)), np.zeros(lx.acc_bits.shape[1], np.uint64)]
+    exps += [rng.integers(0, 2**63, lx.acc_bits.shape[1], dtype=np.int64).astype(np.uint64) for _ in range(4)]
+    checked = entered = 0
+    for s in range(lx.n_states):
+        elsewhere = np.zeros(256, np.uint8)
+        first = np.empty(256, np.int64)
+        succ, n = bk.body_entry(trans, accepts.astype(np.uint8), bk.PLAIN_ASCII, bk.UTF8_FORMS, s, elsewhere, first)
+        if accepts[s]:
+            assert succ == -2
+            continue
+        row = trans[s, _PLAIN]
+        want = int(np.bincount(row + 1).argmax()) - 1
+        assert succ == want
+        if succ < 0:
+            continue
+        entered += 1
+        want_else = np.zeros(256, np.uint8)
+        want_else[np.asarray(_PLAIN)[row != succ]] = 1
+        mids = ref_utf8_to(trans, accepts, s, succ)
+        if mids is None:
+            want_else[0xC2:0xF5] = 1
+            mids = ()
+        assert elsewhere.tolist() == want_else.tolist() and tuple(first[:n].tolist()) == mids
+        chain = engine._plain_chain(succ, 20)
+        if chain is None:
+            continue
+        states, cm, off = chain
+        every = np.concatenate(([succ], states))
+        per_step = [mids] + [tuple(cm[off[k]:off[k + 1]].tolist()) for k in range(len(states))]
+        for exp in exps:
+            live = exp | lx.ignore_bits
+            viable = (lx.reach_bits[every] & live).any(axis=1)
+            steps = int(viable.argmin()) if not viable.all() else len(viable)
+            stuck = [k for k, ms in enumerate(per_step) for m in ms if not (lx.reach_bits[m] & live).any()]
+            want_n = -1 if stuck and min(stuck) < steps else steps
+            got = bk.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, np.asarray(mids, np.int64), cm, off)
+            assert got == want_n
+            checked += 1
+    assert entered > 0 and (checked > 0) == has_chain

@@ -484,25 +484,21 @@ class CFGEngine:
     def _body_shape(self, lex: int, split: Any) -> tuple | None:
         """What ``_body_walk`` needs of lexer state ``lex`` whatever the expected set: the chain
         ``every`` (the state after one plain character, then along its chain), the states inside
-        multi-byte characters with the step each is on, the first bytes ``elsewhere``, and the
-        plain tokens starting with them (``drop``, or None); None: not a string body."""
-        lx = self.lexer
-        if lx.acc_bits[lex].any() or split.max_chars == 0:
+        multi-byte characters on the way to each (``first_mids`` into ``every[0]``, then the
+        chain's ``mids``/``off``), the first bytes ``elsewhere``, and the plain tokens starting
+        with them (``drop``, or None); None: not a string body."""
+        if split.max_chars == 0:
             return None
-        row = lx.trans[lex, bk.PLAIN_ASCII]
-        succ = int(np.bincount(row + 1).argmax()) - 1  # the most common target (the smallest on a tie)
+        elsewhere = np.zeros(256, np.uint8)
+        first_mids = np.empty(256, np.int64)
+        succ, n_first = bk.body_entry(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex),
+                                      elsewhere, first_mids)
         if succ < 0:
-            return None  # most plain characters end here: the full walk is short
+            return None  # a lexeme ends here, or most plain characters do: the full walk is short
         chain = self._plain_chain(succ, split.max_chars - 1)
         if chain is None:
             return None
         states, mids, off = chain
-        elsewhere = np.zeros(256, np.uint8)
-        elsewhere[bk.PLAIN_ASCII[row != succ]] = 1
-        first_mids = self._utf8_to(lex, succ)
-        if first_mids is None:
-            elsewhere[0xC2:0xF5] = 1  # multi-byte characters go their own ways: the full walk
-            first_mids = ()
         drop = None
         if elsewhere.any():
             leaving = np.flatnonzero(elsewhere[:0x80])
@@ -510,11 +506,8 @@ class CFGEngine:
                 np.zeros(split.cumulative.shape[1], np.uint32)
             if elsewhere[0xC2]:
                 drop = drop | split.non_ascii_first
-        # the states inside the multi-byte characters of each step (step 0: into succ)
-        mid_states = np.concatenate((np.asarray(first_mids, np.int64), mids))
-        per_step = np.concatenate(([len(first_mids)], np.diff(off)))
-        mid_step = np.repeat(np.arange(per_step.shape[0], dtype=np.int64), per_step)
-        return np.concatenate(([succ], states)), mid_states, mid_step, elsewhere, drop
+        every = np.concatenate(([succ], states))
+        return every, first_mids[:n_first].copy(), mids, off, elsewhere, drop
 
     def _body_walk(self, lex: int, exp: np.ndarray) -> tuple[Any, ...] | None:
         """The lexer-only walk from a state inside a string body, in parts; None when ``lex`` is not
@@ -538,14 +531,11 @@ class CFGEngine:
             shape = self._bodies[lex] = self._body_shape(lex, split)
         if shape is None:
             return None
-        every, mid_states, mid_step, elsewhere, drop = shape
-        live = exp | lx.ignore_bits
-        viable = (lx.reach_bits[every] & live).any(axis=1)
-        n = int(viable.argmin()) if not viable.all() else len(viable)  # steps the walk goes on through
-        if mid_states.size:
-            stuck = mid_step[~(lx.reach_bits[mid_states] & live).any(axis=1)]
-            if stuck.size and int(stuck.min()) < n:
-                return None  # ASCII goes on, some multi-byte characters stop: not one row
+        every, first_mids, mids, off, elsewhere, drop = shape
+        # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
+        n = int(bk.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
+        if n < 0:
+            return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
         # end the lexeme, which no chain state (nor a state inside a character) accepts
         words = split.cumulative.shape[1]

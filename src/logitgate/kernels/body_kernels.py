@@ -141,3 +141,75 @@ def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off)
             break
         s = succ
     return n
+
+
+@njit(cache=True, nogil=True)
+def body_entry(trans, accepts, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover - compiled
+    """The step into a string body from lexer state ``lex``: the state ``succ`` most plain ASCII
+    characters lead to (the smallest on a tie), with ``elsewhere[b] = 1`` for the plain characters
+    that go another way and for every non-ASCII lead byte when multi-byte characters do not all
+    lead to ``succ`` (see :func:`utf8_mids`; else the states inside them are ``first_mids[:n]``).
+    Returns ``(succ, n)``; ``succ = -2`` when ``lex`` accepts a lexeme (no body), ``-1`` when most
+    plain characters are refused."""
+    if accepts[lex]:
+        return -2, 0
+    m = plain.shape[0]
+    vals = np.empty(m, np.int64)
+    for i in range(m):
+        vals[i] = trans[lex, plain[i]]
+    vals.sort()
+    succ = vals[0]
+    best = 0
+    i = 0
+    while i < m:
+        j = i
+        while j < m and vals[j] == vals[i]:
+            j += 1
+        if j - i > best:
+            best = j - i
+            succ = vals[i]
+        i = j
+    if succ < 0:
+        return -1, 0
+    for i in range(m):
+        if trans[lex, plain[i]] != succ:
+            elsewhere[plain[i]] = 1
+    n = utf8_mids(trans, accepts, forms, lex, succ, first_mids, 0)
+    if n < 0:
+        for b in range(0xC2, 0xF5):
+            elsewhere[b] = 1  # multi-byte characters go their own ways: the full walk
+        n = 0
+    return succ, n
+
+
+@njit(cache=True, nogil=True)
+def body_steps(reach_bits, exp, ign, every, first_mids, mids, off):  # pragma: no cover - compiled
+    """How many steps of a string body a walk goes on through for the expected set ``exp`` (and
+    ignored terminals ``ign``): the first ``n`` states of ``every`` that can still reach an
+    expected terminal. Returns ``n``, or -1 when a state inside a multi-byte character of one of
+    those steps (``first_mids`` for step 0, ``mids[off[k - 1]:off[k]]`` for step ``k``) cannot:
+    then ASCII goes on where some characters stop, and the plain tokens are not one row."""
+    n_words = exp.shape[0]
+    n = every.shape[0]
+    for k in range(every.shape[0]):
+        ok = False
+        for w in range(n_words):
+            if reach_bits[every[k], w] & (exp[w] | ign[w]):
+                ok = True
+                break
+        if not ok:
+            n = k
+            break
+    for k in range(n):
+        lo = 0 if k == 0 else off[k - 1]
+        hi = first_mids.shape[0] if k == 0 else off[k]
+        for q in range(lo, hi):
+            s = first_mids[q] if k == 0 else mids[q]
+            ok = False
+            for w in range(n_words):
+                if reach_bits[s, w] & (exp[w] | ign[w]):
+                    ok = True
+                    break
+            if not ok:
+                return -1
+    return n
