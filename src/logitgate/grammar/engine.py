@@ -369,8 +369,10 @@ class CFGEngine:
                 uses = hit[5][2] = hit[5][2] + 1
                 if uses == MERGE_AFTER_USES:
                     # reused: merging its big groups too now pays for itself
-                    dn, ds = hit[5][0], hit[5][1]
-                    groups = ek.merge_groups(hit[4].nodes, hit[4].subtree_end, dn, ds, 1 << 30)
+                    # the same kernel as a first walk (its boundaries are all deep, so no first
+                    # byte is set), with no size limit
+                    groups = ek.split_boundaries(hit[4].nodes, hit[4].subtree_end, hit[5][0], hit[5][1], 1 << 30,
+                                                 np.zeros(256, np.uint8))[0]
                     hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6])
                     with self._lock:
                         self._partial_bytes += _entry_bytes(hit) - _entry_bytes(self._partial[key])
@@ -425,7 +427,9 @@ class CFGEngine:
                 skey = (int(h1), int(h2), int(n))
                 found = _shared_walks(trie).get(skey)
                 if found is not None:
-                    return found[0], found[1], order[found[2]], trie
+                    # a writable copy of the shared nodes: the kernels then always see one array
+                    # type (a read-only one is a second specialization, loaded on first use)
+                    return found[0], found[1].copy(), order[found[2]], trie
             else:
                 order = None
         inside = np.zeros(self.mask_words, dtype=np.uint32)
