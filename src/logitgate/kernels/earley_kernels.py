@@ -536,19 +536,22 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
             total += size
         g += 1
         k = k_end
-    m_rec = np.zeros(total, np.int64)
-    m_end = np.zeros(total, np.int32)
-    mem_ptr = np.zeros(total + 1, np.int32)
-    mem = np.zeros(total, np.int32)
+    # every entry below is written before it is read: no zeroing (a big group's buffers are
+    # hundreds of kB)
+    m_rec = np.empty(total, np.int64)
+    m_end = np.empty(total, np.int32)
+    mem_ptr = np.empty(total + 1, np.int32)
+    mem = np.empty(total, np.int32)
     # work buffers: member lists of pending frames live in `buf`
-    buf = np.zeros(2 * total + 256, np.int32)
-    st_start = np.zeros(total + 256, np.int32)
-    st_len = np.zeros(total + 256, np.int32)
-    st_depth = np.zeros(total + 256, np.int32)
+    buf = np.empty(2 * total + 256, np.int32)
+    st_start = np.empty(total + 256, np.int32)
+    st_len = np.empty(total + 256, np.int32)
+    st_depth = np.empty(total + 256, np.int32)
     counts = np.zeros(256, np.int32)
     offs = np.zeros(257, np.int32)
-    cb = np.zeros(total + 1, np.int32)
-    cn = np.zeros(total + 1, np.int32)
+    cb = np.empty(total + 1, np.int32)
+    cn = np.empty(total + 1, np.int32)
+    sb = np.empty(total + 1, np.int32)
     n_m = 0
     n_mem = 0
     g = 0
@@ -615,20 +618,43 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
                 if top == 0:
                     buf_top = 0
                 continue
-            if ln > 1:
-                order = np.argsort(cb[:n_c], kind="mergesort")
-            else:
-                order = np.arange(n_c)  # one member: its children are already in byte order
+            # the children sorted by byte, stably (no allocation: this runs once per merged
+            # node): nodes to buf[base:], bytes to sb
             base = buf_top
-            for q in range(n_c):
-                buf[base + q] = cn[order[q]]
+            if ln == 1:  # one member: its children are already in byte order
+                for q in range(n_c):
+                    sb[q] = cb[q]
+                    buf[base + q] = cn[q]
+            elif n_c <= 32:  # insertion sort
+                for q in range(n_c):
+                    b = cb[q]
+                    p = q
+                    while p > 0 and sb[p - 1] > b:
+                        sb[p] = sb[p - 1]
+                        buf[base + p] = buf[base + p - 1]
+                        p -= 1
+                    sb[p] = b
+                    buf[base + p] = cn[q]
+            else:  # counting sort (counts and offs are free past the root level)
+                counts[:] = 0
+                for q in range(n_c):
+                    counts[cb[q]] += 1
+                offs[0] = 0
+                for b in range(256):
+                    offs[b + 1] = offs[b] + counts[b]
+                for q in range(n_c):
+                    b = cb[q]
+                    p = offs[b]
+                    offs[b] = p + 1
+                    sb[p] = b
+                    buf[base + p] = cn[q]
             buf_top = base + n_c
             # push runs of equal bytes, last run first (so the smallest byte is popped first)
             q = n_c
             while q > 0:
                 q0 = q - 1
-                bq = cb[order[q0]]
-                while q0 > 0 and cb[order[q0 - 1]] == bq:
+                bq = sb[q0]
+                while q0 > 0 and sb[q0 - 1] == bq:
                     q0 -= 1
                 st_start[top] = base + q0
                 st_len[top] = q - q0
