@@ -92,6 +92,17 @@ KNOWN_OVER_ACCEPTED: dict[tuple[str, str], str] = {
     ("idn-hostname", "Bidi domain name with a digit-first label is invalid"): "Bidi rule checked per label",
     ("idn-hostname", "a U-label whose A-label form is longer than 63 octets is invalid"): "U-label length not checked",
     ("idn-hostname", "a name longer than 253 characters is invalid"): "total length not checked",
+    **{
+        ("regex", description): "structure only, in a reading that accepts Python's re too"
+        for description in (
+            "when used as a pattern",
+            "Python named group (?P<name>...) is not ECMA 262",
+            "Python named backreference (?P=name) is not ECMA 262",
+            "inline comment group (?#...) is not ECMA 262",
+            "a single global inline flag (?i)",
+            "multiple global inline flags (?ims)",
+        )
+    },
 }
 
 
@@ -126,7 +137,7 @@ SUITE_CASES = _suite_cases()
                          ids=[f"{name}: {description}" for name, description, _, _ in SUITE_CASES])
 def test_official_suite(name: str, description: str, data: str, valid: bool) -> None:
     if name not in SUPPORTED_FORMATS:
-        assert format_node(name) is None  # regex, unknown: the caller reports them
+        assert format_node(name) is None  # unknown: the caller reports it
         return
     if (name, description) in KNOWN_OVER_ACCEPTED:
         assert not valid and accepts(name, data), "a known deviation must be an over-acceptance"
@@ -147,10 +158,9 @@ def test_known_deviations_are_in_the_suite() -> None:
 
 
 def test_registry() -> None:
-    assert format_node("regex") is None
     assert format_node("no-such-format") is None
-    assert "regex" not in SUPPORTED_FORMATS
-    assert set(FORMAT_NOTES) <= set(SUPPORTED_FORMATS) | {"regex"}
+    assert "regex" in SUPPORTED_FORMATS and "regex" in APPROXIMATE_FORMATS
+    assert set(FORMAT_NOTES) <= set(SUPPORTED_FORMATS)
     assert APPROXIMATE_FORMATS <= set(FORMAT_NOTES)
     assert {name for name, _ in KNOWN_OVER_ACCEPTED} <= APPROXIMATE_FORMATS
     assert format_node("ipv4") is format_node("ipv4")
@@ -534,3 +544,46 @@ def test_a_labels(label: str) -> None:
     for name in ("hostname", "idn-hostname"):
         assert accepts(name, a_label), (name, label, a_label)
         assert accepts(name, a_label.upper()), (name, label, a_label)
+
+
+# ---------------------------------------------------------------------------------------------
+# regex: checked from above, on structure
+# ---------------------------------------------------------------------------------------------
+
+_REGEX_CHARS = st.sampled_from(list("ab()[]\\^$*+?.|{},-:=!<>#\n ")
+                               + ["(?:", "(?=", "(?<n>", "\\d", "[^", "(?#", "(?x)", "(?x:", "(?P<n>", "(?i)"])
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_REGEX_CHARS, max_size=14).map("".join))
+def test_regex_format_never_refuses_a_pattern_python_compiles(pattern: str) -> None:
+    """Python's ``re`` (jsonschema's checker for this format) as the oracle from one side: every
+    pattern it compiles is accepted, Python-only forms included (comments, verbose mode, a
+    leading ``]`` in a class)."""
+    import re
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FutureWarning: possible nested set
+        try:
+            re.compile(pattern)
+        except re.error:
+            return
+    assert accepts("regex", pattern), pattern
+
+
+@pytest.mark.parametrize("pattern", ["(a", "a)", "[a", "a\\", "((a)", "(a))", "(?:[)", "x(y[z)]", "[^a"])
+def test_regex_format_refuses_unbalanced_structure(pattern: str) -> None:
+    import re
+
+    with pytest.raises(re.error):  # invalid for Python too
+        re.compile(pattern)
+    assert not accepts("regex", pattern)
+
+
+def test_regex_format_accepts_deep_nesting_and_both_dialects() -> None:
+    deep = "(" * 12 + "a" + ")" * 12
+    assert accepts("regex", deep) and accepts("regex", "[()]|\\(|\\)") and accepts("regex", "")
+    # ECMA-262 only: empty classes; Python only: a leading ] in a class, comments, verbose mode
+    for pattern in ["a[]", "[^]b", "[]a]", "[^]a]", "(?#x(y)z", "(?x) a # (", "(?x: ( )"]:
+        assert accepts("regex", pattern), pattern

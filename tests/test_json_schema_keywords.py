@@ -162,6 +162,16 @@ def test_annotation_changes_nothing(name: str) -> None:
 
 
 def test_unsupported_formats_are_annotations() -> None:
-    g = lg.Grammar.from_json_schema({"type": "string", "format": "regex"})
-    assert g.relaxed == []
+    g = lg.Grammar.from_json_schema({"type": "string", "format": "no-such-format"})
+    assert g.relaxed == [] and any("no-such-format" in n for n in g.notes)
     assert accepts(lg.compile(g, byte_tokenizer()), '"(("')
+
+
+def test_regex_format_is_checked_from_above() -> None:
+    import json
+
+    g = lg.Grammar.from_json_schema({"type": "string", "format": "regex"})
+    assert g.relaxed == [] and any("'regex' is checked from above" in n for n in g.notes)
+    c = lg.compile(g, byte_tokenizer())
+    for pattern, ok in [(r"(a|b)+\d[\]]", True), ("[]", True), ("((", False), ("[a", False), ("a\\", False)]:
+        assert accepts(c, json.dumps(pattern)) == ok, pattern

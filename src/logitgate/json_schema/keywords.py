@@ -97,10 +97,11 @@ KEYWORDS: dict[str, Keyword] = dict([
        "that, lengths, then patterns and formats are dropped (reported)."),
     _k("format", "string", "partial", "all", "Enforced: date-time, date, time, duration, email, idn-email, "
        "hostname, idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference, uri-template, uuid, "
-       "json-pointer, relative-json-pointer. date-time, time, email, idn-email, hostname and idn-hostname "
-       "are checked from above (a few invalid values pass; listed in `Grammar.notes`, not a relaxation): "
-       "see `logitgate.json_schema.formats.FORMAT_NOTES`. Other names, `regex` included, are annotations "
-       "(also listed in `Grammar.notes`). "
+       "json-pointer, relative-json-pointer, regex. date-time, time, email, idn-email, hostname, "
+       "idn-hostname and regex (its structure only: balanced groups, closed classes) are checked from "
+       "above (some invalid values pass; listed in `Grammar.notes`, not a relaxation): see "
+       "`logitgate.json_schema.formats.FORMAT_NOTES`. Other names are annotations (also listed in "
+       "`Grammar.notes`). "
        "Size bounds as for `pattern`."),
     # -- numbers ----------------------------------------------------------------------------
     _k("minimum", "number", "exact", "all", "Integers and decimals of any size, compared exactly."),
