@@ -138,3 +138,57 @@ def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
             assert got == want_n
             checked += 1
     assert entered > 0 and (checked > 0) == has_chain
+
+
+def _utf8_table(fan_out_3byte: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A lexer table whose state 0 is a string body: plain ASCII loops on it and every valid
+    UTF-8 character leads back to it. With ``fan_out_3byte``, the characters with lead bytes
+    E1..EC pass through a different state for every (lead, first continuation) pair: 12 x 64
+    states at one position, past the kernels' frontier cap."""
+    rows: list[np.ndarray] = []
+
+    def new() -> int:
+        rows.append(np.full(256, -1, np.int32))
+        return len(rows) - 1
+
+    body = new()
+    for b in _PLAIN:
+        rows[body][b] = body
+    for leads, conts in _FORMS:
+        if fan_out_3byte and leads == range(0xE1, 0xED):
+            for lead in leads:
+                mid = new()
+                rows[body][lead] = mid
+                for c in range(conts[0][0], conts[0][1] + 1):
+                    last = new()
+                    rows[mid][c] = last
+                    rows[last][conts[1][0]:conts[1][1] + 1] = body
+            continue
+        states = [new() for _ in conts]
+        for lead in leads:
+            rows[body][lead] = states[0]
+        for k, (lo, hi) in enumerate(conts):
+            rows[states[k]][lo:hi + 1] = states[k + 1] if k + 1 < len(conts) else body
+    trans = np.vstack(rows)
+    return trans, np.zeros(trans.shape[0], np.uint8)
+
+
+def test_a_frontier_past_the_cap_is_not_a_body() -> None:
+    """The overflow paths: more distinct states at one position of a character than the frontier
+    holds, or more mids than the buffer, make the kernels answer "not a body" (the caller then
+    walks the whole trie: slower, never wrong)."""
+    trans, accepts = _utf8_table(False)
+    mids = np.empty(4096, np.int64)
+    n = bk.utf8_mids(trans, accepts, bk.UTF8_FORMS, 0, 0, mids, 0)
+    assert n > 0 and tuple(mids[:n].tolist()) == ref_utf8_to(trans, accepts.astype(bool), 0, 0)
+    fanned, acc2 = _utf8_table(True)
+    assert fanned.shape[0] > 12 * 64  # the fan-out is there
+    assert bk.utf8_mids(fanned, acc2, bk.UTF8_FORMS, 0, 0, mids, 0) == -1
+    states = np.empty(8, np.int64)
+    off = np.zeros(9, np.int64)
+    assert bk.plain_chain(fanned, acc2, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == -1
+    # a mids buffer too small for one step is an overflow too
+    assert bk.plain_chain(trans, accepts, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, np.empty(n - 1, np.int64),
+                          off) == -1
+    assert bk.plain_chain(trans, accepts, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == 8
+    assert states.tolist() == [0] * 8 and off[8] == 8 * n  # the self-loop, copied step by step
