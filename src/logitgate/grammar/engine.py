@@ -460,14 +460,6 @@ class CFGEngine:
             acc = self._accept_any = self.lexer.acc_bits.any(axis=1).astype(np.uint8)
         return acc
 
-    def _utf8_to(self, s: int, succ: int) -> tuple[int, ...] | None:
-        """The states inside multi-byte characters when every valid non-ASCII character (a
-        plain one) leads from lexer state ``s`` to ``succ`` (``-1``: every one is refused), passing
-        only states that accept no lexeme; None otherwise (``body_kernels.utf8_mids``)."""
-        mids = np.empty(256, np.int64)
-        end = bk.utf8_mids(self.lexer.trans, self._accepts(), bk.UTF8_FORMS, int(s), int(succ), mids, 0)
-        return None if end < 0 else tuple(mids[:end].tolist())
-
     def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(states, mids, off)``: the states plain characters lead through from ``lex`` (at most
         ``limit``, ending before the first refused character), and the states inside multi-byte

@@ -182,6 +182,17 @@ def body_entry(trans, accepts, plain, forms, lex, elsewhere, first_mids):  # pra
     return succ, n
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _reaches(reach_bits, s, exp, ign):  # pragma: no cover - compiled
+    """Whether lexer state ``s`` can still reach a terminal in ``exp`` or ``ign`` (the same test
+    as ``earley_kernels._viable``, kept here: numba's cache does not follow a call into another
+    module, so an edit there would leave this module's compiled code stale)."""
+    for w in range(exp.shape[0]):
+        if reach_bits[s, w] & (exp[w] | ign[w]):
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def body_steps(reach_bits, exp, ign, every, first_mids, mids, off):  # pragma: no cover - compiled
     """How many steps of a string body a walk goes on through for the expected set ``exp`` (and
@@ -189,27 +200,15 @@ def body_steps(reach_bits, exp, ign, every, first_mids, mids, off):  # pragma: n
     expected terminal. Returns ``n``, or -1 when a state inside a multi-byte character of one of
     those steps (``first_mids`` for step 0, ``mids[off[k - 1]:off[k]]`` for step ``k``) cannot:
     then ASCII goes on where some characters stop, and the plain tokens are not one row."""
-    n_words = exp.shape[0]
     n = every.shape[0]
     for k in range(every.shape[0]):
-        ok = False
-        for w in range(n_words):
-            if reach_bits[every[k], w] & (exp[w] | ign[w]):
-                ok = True
-                break
-        if not ok:
+        if not _reaches(reach_bits, every[k], exp, ign):
             n = k
             break
     for k in range(n):
         lo = 0 if k == 0 else off[k - 1]
         hi = first_mids.shape[0] if k == 0 else off[k]
         for q in range(lo, hi):
-            s = first_mids[q] if k == 0 else mids[q]
-            ok = False
-            for w in range(n_words):
-                if reach_bits[s, w] & (exp[w] | ign[w]):
-                    ok = True
-                    break
-            if not ok:
+            if not _reaches(reach_bits, first_mids[q] if k == 0 else mids[q], exp, ign):
                 return -1
     return n

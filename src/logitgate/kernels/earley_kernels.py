@@ -551,7 +551,6 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     offs = np.zeros(257, np.int32)
     cb = np.empty(total + 1, np.int32)
     cn = np.empty(total + 1, np.int32)
-    sb = np.empty(total + 1, np.int32)
     n_m = 0
     n_mem = 0
     g = 0
@@ -618,43 +617,20 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
                 if top == 0:
                     buf_top = 0
                 continue
-            # the children sorted by byte, stably (no allocation: this runs once per merged
-            # node): nodes to buf[base:], bytes to sb
+            if ln > 1:
+                order = np.argsort(cb[:n_c], kind="mergesort")
+            else:
+                order = np.arange(n_c)  # one member: its children are already in byte order
             base = buf_top
-            if ln == 1:  # one member: its children are already in byte order
-                for q in range(n_c):
-                    sb[q] = cb[q]
-                    buf[base + q] = cn[q]
-            elif n_c <= 32:  # insertion sort
-                for q in range(n_c):
-                    b = cb[q]
-                    p = q
-                    while p > 0 and sb[p - 1] > b:
-                        sb[p] = sb[p - 1]
-                        buf[base + p] = buf[base + p - 1]
-                        p -= 1
-                    sb[p] = b
-                    buf[base + p] = cn[q]
-            else:  # counting sort (counts and offs are free past the root level)
-                counts[:] = 0
-                for q in range(n_c):
-                    counts[cb[q]] += 1
-                offs[0] = 0
-                for b in range(256):
-                    offs[b + 1] = offs[b] + counts[b]
-                for q in range(n_c):
-                    b = cb[q]
-                    p = offs[b]
-                    offs[b] = p + 1
-                    sb[p] = b
-                    buf[base + p] = cn[q]
+            for q in range(n_c):
+                buf[base + q] = cn[order[q]]
             buf_top = base + n_c
             # push runs of equal bytes, last run first (so the smallest byte is popped first)
             q = n_c
             while q > 0:
                 q0 = q - 1
-                bq = sb[q0]
-                while q0 > 0 and sb[q0 - 1] == bq:
+                bq = cb[order[q0]]
+                while q0 > 0 and cb[order[q0 - 1]] == bq:
                     q0 -= 1
                 st_start[top] = base + q0
                 st_len[top] = q - q0
