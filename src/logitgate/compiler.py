@@ -8,7 +8,10 @@ mask is a row copy. ``build_index()`` computes every state's mask ahead of time 
 Compiled grammars are cached by (grammar, tokenizer fingerprint); ``clear_cache()`` empties it.
 
 Index modes of ``compile``: ``"lazy"`` (default) computes each state's mask when a matcher first
-needs it; ``"background"`` computes the remaining states' masks on a background thread right
+needs it (the first request also computes, in the same kernel call, the masks of the states an
+ASCII text meets next, within a small trie-walk budget, ``FIRST_BATCH_STATES`` and
+``FIRST_BATCH_VISITS``: the usual states of a short pattern such as a date or a phone number then
+cost one kernel call of tens of microseconds instead of one walk each as they are met); ``"background"`` computes the remaining states' masks on a background thread right
 after compiling (the kernels release the GIL, so this can overlap a model's forward pass; skipped
 when all masks would exceed ``BACKGROUND_INDEX_BUDGET`` bytes); ``"eager"`` computes all of them
 before ``compile`` returns. In a tight loop with no forward pass to hide behind, "background"
@@ -41,6 +44,16 @@ CACHE_SIZE = 128
 
 BACKGROUND_INDEX_BUDGET = 64 * 2**20
 """Largest total mask memory (bytes) that ``index="background"`` precomputes for one grammar."""
+
+FIRST_BATCH_STATES = 128
+"""How many states a regex's first mask request may fill in one kernel call: the requested one,
+then those an ASCII text meets next (breadth-first over ASCII bytes)."""
+
+FIRST_BATCH_VISITS = 16_384
+"""Trie nodes the first mask request may visit in all, its first state's included (each state
+also counts ``16 + words / 4`` for its fixed work, mostly the page faults of fresh memory); the
+state that would pass the budget, and those after it, are left for later. At most about 50 us on
+the 131k-token tekken vocabulary, where it fills a dozen cheap states."""
 
 IndexMode = Literal["background", "lazy", "eager"]
 """When ``compile`` computes token masks: ``"lazy"`` (on first use), ``"eager"`` (all states
@@ -90,6 +103,9 @@ class CompiledGrammar:
         self._forced: dict[int, bytes] = {}
         self._lock = threading.Lock()
         self._indexing_started = False
+        # the first mask request's batch (see token_mask): masks [k, mask_words], state -> row
+        self._batch = np.zeros((0, self.mask_words), dtype=np.int32)
+        self._batch_row: dict[int, int] = {}
 
     # -- states -------------------------------------------------------------------------------
     @property
@@ -136,27 +152,47 @@ class CompiledGrammar:
     def token_mask(self, state: int) -> np.ndarray:
         """The allowed-token mask at ``state``: a read-only int32 row in the bitmask layout
         (bit ``t % 32`` of word ``t // 32`` = token ``t``; EOS bits set exactly when the state is
-        accepting). Memoised per state."""
+        accepting). Memoised per state; the first request also fills the states an ASCII text
+        meets next, as far as ``FIRST_BATCH_VISITS`` allows."""
         mask = self._masks.get(state)
         if mask is None:
-            mask = self._compute_mask(state)
+            k = self._batch_row.get(state)
+            if k is not None:
+                mask = self._batch[k]
+            elif self._batch_row:
+                mask = self._compute_masks(np.array([state * self._n_classes], dtype=np.int32), 0)[0]
+            else:  # the first request
+                rows = trie_kernels.ascii_bfs_rows(self._table, self._byte_class, self._n_classes,
+                                                   np.int32(state * self._n_classes),
+                                                   max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)))
+                batch = self._compute_masks(rows, FIRST_BATCH_VISITS)
+                with self._lock:
+                    if not self._batch_row:
+                        self._batch = batch
+                        self._batch_row = dict(zip((rows[:len(batch)] // self._n_classes).tolist(), range(len(batch))))
+                mask = batch[0]
             with self._lock:
                 mask = self._masks.setdefault(state, mask)
-                if len(self._masks) > self._max_masks:
+                # the batch is memory held too: together they stay within Limits.mask_cache_bytes
+                while len(self._masks) > max(1, self._max_masks - len(self._batch)):
                     del self._masks[next(iter(self._masks))]
         return mask
 
-    def _compute_mask(self, state: int) -> np.ndarray:
-        out = np.zeros(self.mask_words + 1, dtype=np.uint32)  # + the walk's spare word
+    def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
+        """The masks (read-only int32 ``[k, mask_words]``) of the states at row offsets
+        ``rows[0]``, then of as many of the next ones as ``budget`` trie node visits allow (see
+        ``trie_kernels.fill_masks_dfa``), in order."""
         trie = self.trie
-        trie_kernels.fill_mask_dfa(
-            self._table, self._byte_class, state * self._n_classes, trie.nodes, trie.subtree_end,
-            trie.dup_first, trie.dup_other, trie.max_depth, out,
+        out = np.empty((len(rows), self.mask_words + 1), dtype=np.uint32)  # + the walk's spare word
+        done = trie_kernels.fill_masks_dfa(
+            self._table, self._byte_class, rows, trie.root_child, trie.nodes, trie.subtree_end,
+            trie.dup_first, trie.dup_other, trie.max_depth, out, budget,
         )
-        words = out[:-1].view(np.int32)
-        if self._accepting[state]:
-            words |= self.eos_mask
-        return _readonly(words)
+        masks = out[:done, :self.mask_words].view(np.int32)
+        accepting = self._accepting[rows[:done] // self._n_classes]
+        if accepting.any():
+            masks[accepting] |= self.eos_mask
+        return _readonly(masks)
 
     def build_index(self) -> "CompiledGrammar":
         """Compute the mask of every state now (instead of on first use); returns ``self``."""
@@ -166,8 +202,8 @@ class CompiledGrammar:
 
     @property
     def n_masks_computed(self) -> int:
-        """How many states' masks are memoised so far."""
-        return len(self._masks)
+        """How many states' masks are memoised so far (the first request's batch included)."""
+        return len(self._masks.keys() | self._batch_row.keys())
 
     def start_background_index(self) -> bool:
         """Compute the masks of all states on a background thread (once); the start state is left
@@ -194,8 +230,8 @@ class CompiledGrammar:
     @property
     def index_nbytes(self) -> int:
         """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
-        masks = sum(m.nbytes for m in list(self._masks.values()))
-        return masks + self._table.nbytes
+        masks = sum(m.nbytes for m in list(self._masks.values()) if m.base is not self._batch.base)
+        return masks + self._batch.nbytes + self._table.nbytes
 
     def __repr__(self) -> str:
         return (f"CompiledGrammar({self.grammar.kind}={self.grammar.source!r}, states={self.n_states}, "

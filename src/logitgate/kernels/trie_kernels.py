@@ -108,7 +108,7 @@ NODE_TOKEN_SHIFT = 24
 
 
 def class_table(class_transitions: np.ndarray) -> np.ndarray:
-    """The flat form of a DFA's class table that :func:`fill_mask_dfa` walks: entry
+    """The flat form of a DFA's class table that :func:`fill_masks_dfa` walks: entry
     ``s * n_classes + c`` holds the next state's row offset (``next * n_classes``), or -1 for a
     dead move, so a step is one load with no multiplication (int32, read-only)."""
     n_states, n_classes = class_transitions.shape
@@ -122,42 +122,101 @@ def class_table(class_transitions: np.ndarray) -> np.ndarray:
     return out
 
 
+_u32_2d = types.Array(types.uint32, 2, "C")
+
+
+@njit(_i32_1d(_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64), cache=True, nogil=True)
+def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no cover - compiled
+    """Row offsets of up to ``limit`` states of a flat class table (see :func:`class_table`),
+    breadth-first from the state at row ``first`` (included) over ASCII bytes only: the states an
+    ASCII text meets first, each once."""
+    ascii_cls = np.zeros(n_classes, np.bool_)
+    for b in range(128):
+        ascii_cls[byte_class[b]] = True
+    classes = np.flatnonzero(ascii_cls)
+    seen = np.zeros(table.shape[0] // n_classes, np.bool_)
+    out = np.empty(max(limit, 1), np.int32)
+    out[0] = first
+    seen[first // n_classes] = True
+    count = 1
+    head = 0
+    while head < count and count < limit:
+        r = out[head]
+        head += 1
+        for c in classes:
+            s = table[r + c]
+            if s >= 0 and not seen[s // n_classes]:
+                seen[s // n_classes] = True
+                out[count] = s
+                count += 1
+                if count == limit:
+                    break
+    return out[:count]
+
+
 @njit(
-    types.void(_i32_1d_ro, _i32_1d_ro, types.int32, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64,
-               _u32_1d),
+    types.int64(_i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro,
+                types.int64, _u32_2d, types.int64),
     cache=True,
     nogil=True,
 )
-def fill_mask_dfa(table, byte_class, row, nodes, subtree_end, dup_first, dup_other, max_depth, out):  # pragma: no cover
-    """OR into ``out`` every token whose bytes lead the DFA from the state at row offset ``row``
-    to a live state. ``table[row + byte_class[b]]`` is the next state's row offset, -1 when dead
-    (see :func:`class_table`); a dead byte prunes the whole subtree below it. ``out`` holds the
-    mask's uint32 words (bit t = token t) plus one spare word at the end, where nodes that end
-    no token set a bit, so the loop has no branch per token (the caller ignores that word).
-    Tokens sharing their bytes with an earlier id (``dup_other[k]`` duplicates
-    ``dup_first[k]``) are copied over at the end."""
-    n = nodes.shape[0]
-    spare = (out.shape[0] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
+def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
+                   budget):  # pragma: no cover - compiled
+    """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
+    ...`` while at most ``budget`` trie nodes have been visited in all (a row's fixed work counts
+    as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is always done, a later one that would pass
+    the budget is left unfinished); returns how many rows were filled. ``out`` may be uninitialised: a row is zeroed before its walk.
+
+    A token is set when its bytes lead the DFA to a live state. ``table[row + byte_class[b]]`` is
+    the next state's row offset, -1 when dead (see :func:`class_table`); a dead byte prunes the
+    whole subtree below it. The root's children are found through ``root_child[b]`` (the node of
+    byte ``b``, -1: none), so a dead first byte costs no trie access. A row holds the mask's
+    uint32 words (bit t = token t) plus one spare word at the end, where nodes that end no token
+    set a bit, so the loop has no branch per token (the caller ignores that word). Tokens sharing
+    their bytes with an earlier id (``dup_other[j]`` duplicates ``dup_first[j]``) are copied
+    over at the end."""
+    spare = (out.shape[1] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
     stack = np.empty(max_depth + 1, np.int32)
-    stack[0] = row
-    i = 1
-    while i < n:
-        r = nodes[i]
-        d = (r >> 8) & 0xFFFF
-        s = table[stack[d - 1] + byte_class[r & 0xFF]]
-        if s < 0:
-            i = subtree_end[i]
-            continue
-        stack[d] = s
-        t = (r >> 24) - 1
-        t += (t >> 63) & spare
-        out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        i += 1
-    for k in range(dup_first.shape[0]):
-        a = dup_first[k]
-        if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
-            b = dup_other[k]
-            out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+    visited = 0
+    per_row = 16 + (out.shape[1] >> 2)  # a row's first touch (page faults), zeroing and root check, in visits
+    for k in range(rows.shape[0]):
+        visited += per_row
+        if k > 0 and visited > budget:
+            return k
+        mask = out[k]
+        mask[:] = 0
+        row = rows[k]
+        stack[0] = row
+        for b in range(256):
+            j = root_child[b]
+            if j < 0:
+                continue
+            s = table[row + byte_class[b]]
+            if s < 0:
+                continue
+            i = j
+            end = subtree_end[j]
+            while i < end:
+                visited += 1
+                if visited > budget and k > 0:
+                    return k  # row k is left unfinished
+                r = nodes[i]
+                d = (r >> 8) & 0xFFFF
+                s = table[stack[d - 1] + byte_class[r & 0xFF]]
+                if s < 0:
+                    i = subtree_end[i]
+                    continue
+                stack[d] = s
+                t = (r >> 24) - 1
+                t += (t >> 63) & spare
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                i += 1
+        for m in range(dup_first.shape[0]):
+            a = dup_first[m]
+            if (mask[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
+                c = dup_other[m]
+                mask[c >> 5] |= np.uint32(1) << np.uint32(c & 31)
+    return rows.shape[0]
 
 
 @njit(types.int32(_i32_1d_ro, _i32_1d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)

@@ -32,6 +32,7 @@ class TokenTrie:
       ``nodes`` (int64): one packed record per node in pre-order (root first): edge byte (bits
       0-7), depth (bits 8-23, root 0), first token id ending here + 1 (bits 24-55, 0 = none);
       ``subtree_end`` (int32): the index just past each node's subtree;
+      ``root_child`` (int32, 256): the root's child on each byte, -1 where no token starts with it;
       ``dup_first``/``dup_other`` (int32): token ``dup_other[k]`` has the same bytes as the
       earlier id ``dup_first[k]`` (several ids can share bytes, e.g. SentencePiece byte fallback);
       ``token_flat`` (uint8) and ``token_off`` (int64, n_tokens + 1): every token's bytes, for
@@ -74,6 +75,10 @@ class TokenTrie:
         self.dup_first = _readonly(np.asarray(dup_first, dtype=np.int32))
         self.dup_other = _readonly(np.asarray(dup_other, dtype=np.int32))
         self.subtree_end = _readonly(subtree_end)
+        root_child = np.full(256, -1, dtype=np.int32)
+        children = np.flatnonzero(node_depth == 1)
+        root_child[node_byte[children]] = children
+        self.root_child = _readonly(root_child)
         self.token_node = _readonly(token_node)
         self.token_flat = _readonly(flat.copy())
         self.token_off = _readonly(offsets)
@@ -134,7 +139,7 @@ class TokenTrie:
         """Memory held by the trie's arrays."""
         return sum(
             a.nbytes
-            for a in (self.nodes, self.subtree_end, self.dup_first, self.dup_other, self.token_node,
+            for a in (self.nodes, self.subtree_end, self.root_child, self.dup_first, self.dup_other, self.token_node,
                       self.token_flat, self.token_off)
         )
 

@@ -1,0 +1,123 @@
+"""The regex mask kernels of ``logitgate.kernels.trie_kernels`` against brute force, and the first
+mask request's batch in ``CompiledGrammar.token_mask``."""
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import logitgate
+from logitgate import bitmask_to_bool
+from logitgate.kernels import trie_kernels
+
+from .oracles import BruteForceMasks
+
+ALPHABET = b"ab0-\xc3\xa9\xe2\x82\xac"  # ASCII, a 2-byte and a 3-byte character
+
+
+def _small_tokenizer(rng: random.Random) -> logitgate.Tokenizer:
+    """Random tokens over a few bytes, duplicates and UTF-8 fragments included."""
+    tokens = {bytes([b]) for b in ALPHABET}
+    while len(tokens) < 60:
+        tokens.add(bytes(rng.choice(ALPHABET) for _ in range(rng.randint(1, 5))))
+    toks = [b"</s>", *sorted(tokens)]
+    toks += [toks[5], toks[9]]  # two ids sharing their bytes with earlier ones
+    return logitgate.Tokenizer.from_bytes(toks, eos_token_id=0, special_ids=[0])
+
+
+def _fill(compiled: logitgate.CompiledGrammar, states: list[int], budget: int) -> tuple[int, np.ndarray]:
+    trie = compiled.trie
+    rows = np.asarray(states, np.int32) * np.int32(compiled._n_classes)
+    out = np.full((len(states), compiled.mask_words + 1), 0xDEADBEEF, np.uint32)  # garbage: rows are zeroed
+    done = trie_kernels.fill_masks_dfa(compiled._table, compiled._byte_class, rows, trie.root_child, trie.nodes,
+                                       trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, out, budget)
+    return done, out
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       pattern=st.sampled_from([r"[ab]+-?\d*", r"(é|€)+a?", r"a{2,4}(0|-)*", r"[^a]{1,3}€?", r"(ab|b0)*é"]))
+def test_fill_masks_dfa_matches_brute_force_on_every_state(seed, pattern):
+    tok = _small_tokenizer(random.Random(seed))
+    c = logitgate.compile(logitgate.Grammar.from_regex(pattern), tok, cache=False)
+    brute = BruteForceMasks(tok)
+    states = list(range(c.n_states))
+    random.Random(seed).shuffle(states)
+    done, out = _fill(c, states, 10**9)
+    assert done == len(states)
+    for k, s in enumerate(states):
+        words = out[k, :-1].view(np.int32)
+        expected = brute.mask(c.dfa, s, accepting=False)
+        assert np.array_equal(bitmask_to_bool(words, tok.vocab_size), expected), (pattern, s)
+
+
+def test_fill_masks_dfa_budget_keeps_the_first_state_and_stops_before_passing_it(tok_tekken):
+    c = logitgate.compile(logitgate.Grammar.from_regex(r"[0-9]{3}-[a-z ]+"), tok_tekken, cache=False)
+    states = list(range(c.n_states))
+    _, full = _fill(c, states, 10**9)
+    done, out = _fill(c, states, 0)
+    assert done == 1 and np.array_equal(out[0], full[0])
+    counts = [_fill(c, states, budget)[0] for budget in (2_000, 8_000, 40_000, 10**9)]
+    assert counts == sorted(counts) and counts[-1] == len(states) and counts[0] < len(states)
+    done, out = _fill(c, states, 8_000)
+    assert np.array_equal(out[:done], full[:done])
+
+
+def test_ascii_bfs_rows_is_breadth_first_over_ascii_bytes(tok_spm):
+    c = logitgate.compile(logitgate.Grammar.from_regex(r"(\d|é)+[-x]\w{1,3}"), tok_spm, cache=False)
+    dfa, n = c.dfa, c._n_classes
+    order, seen, queue = [], {dfa.start}, deque([dfa.start])
+    while queue:
+        s = queue.popleft()
+        order.append(s)
+        for b in range(128):
+            t = int(dfa.transitions[s, b])
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                queue.append(t)
+    got = trie_kernels.ascii_bfs_rows(c._table, c._byte_class, n, np.int32(dfa.start * n), 1000) // n
+    assert got.tolist() == order  # classes are numbered by first byte: the same order as by bytes
+    assert len(order) < dfa.n_states  # the states inside non-ASCII characters are left out
+    assert trie_kernels.ascii_bfs_rows(c._table, c._byte_class, n, np.int32(0), 3).tolist() == (got[:3] * n).tolist()
+
+
+def test_first_mask_request_fills_the_ascii_path_states(tok_tekken):
+    """A phone-number pattern: the first request fills the states an ASCII number walks through,
+    so walking one computes no more masks, and every mask is the brute-force one."""
+    c = logitgate.compile(logitgate.Grammar.from_regex(r"\d{3}-\d{2}-\d{4}"), tok_tekken, cache=False)
+    assert c.n_masks_computed == 0
+    m = logitgate.Matcher(c)
+    bm = logitgate.allocate_token_bitmask(1, tok_tekken.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    batch = c.n_masks_computed
+    assert 12 <= batch < c.n_states  # the 12 ASCII states, not the 200 inside Unicode digits
+    brute = BruteForceMasks(tok_tekken)
+    for ch in "123-45-6789":
+        assert m.accept_string(ch)
+        m.fill_next_token_bitmask(bm)
+        expected = brute.mask(c.dfa, m._state, c.is_accepting(m._state))
+        assert np.array_equal(bitmask_to_bool(bm[0], tok_tekken.vocab_size), expected)
+    assert c.n_masks_computed == batch
+    # a state outside the batch: inside an Arabic-Indic digit (the first of its two bytes)
+    m.reset()
+    assert m.accept_bytes("١".encode()[:1])
+    m.fill_next_token_bitmask(bm)
+    assert c.n_masks_computed == batch + 1
+    expected = brute.mask(c.dfa, m._state, False)
+    assert np.array_equal(bitmask_to_bool(bm[0], tok_tekken.vocab_size), expected)
+
+
+@pytest.mark.parametrize("cap", [1, 2, 5])
+def test_first_request_batch_stays_within_the_mask_cache_cap(cap, tok_spm):
+    words = (tok_spm.vocab_size + 31) // 32
+    with logitgate.using_limits(mask_cache_bytes=4 * words * cap):
+        c = logitgate.compile(logitgate.Grammar.from_regex(r"[0-9]{2,9}"), tok_spm, cache=False)
+    m = logitgate.Matcher(c)
+    for ch in "123456789":
+        c.token_mask(m._state)
+        assert m.accept_string(ch)
+        assert c.n_masks_computed <= max(cap, 2)  # a cap of 1: one batch row and one memoised mask
