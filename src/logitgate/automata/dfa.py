@@ -26,7 +26,6 @@ identical arrays.
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -178,17 +177,14 @@ def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states
     """Subset construction over atoms (numba kernel). Returns ``(table, accepting)``: int32
     ``[n, n_atoms]`` (``-1``: no move) and bool ``[n, n_patterns]``; state 0 is the start set."""
     atoms = nfa.atoms
-    class_off = np.zeros(len(atoms.class_atoms) + 1, np.int64)
-    class_off[1:] = np.cumsum([len(c) for c in atoms.class_atoms])
-    class_atoms = np.fromiter(itertools.chain.from_iterable(atoms.class_atoms), np.int32, int(class_off[-1]))
     table, accepting, status = determinize(
         nfa.follow_off,
         nfa.follow,
         nfa.group_off,
         nfa.group_members,
         nfa.class_of,
-        class_off,
-        class_atoms,
+        atoms.class_off,
+        atoms.class_flat,
         nfa.start,
         nfa.n_patterns,
         atoms.n_atoms,

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import LimitError
 from ..limits import check_deadline
 from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
+from ..kernels.automata_kernels import atom_partition
 from .utf8 import normalize_ranges
 
 __all__ = ["PositionNFA", "AtomPartition", "build_nfa"]
@@ -285,11 +286,12 @@ class AtomPartition:
     Code points are cut into elementary intervals at every range boundary (and at 0x80, so no
     interval mixes ASCII with the rest): interval ``i`` is ``starts[i] .. starts[i+1]-1`` and
     belongs to atom ``interval_atom[i]`` (``-1``: in no class; the last interval, from the end of
-    the last range on, is always ``-1``). Atoms are numbered by their first interval.
-    ``class_atoms[c]`` lists the atoms whose union is class ``c``.
+    the last range on, is always ``-1``). Atoms are numbered by their first interval. Class ``c``
+    is the union of atoms ``class_flat[class_off[c]:class_off[c+1]]`` (ascending). Computed by one
+    numba kernel (``automata_kernels.atom_partition``).
     """
 
-    __slots__ = ("starts", "interval_atom", "n_atoms", "class_atoms")
+    __slots__ = ("starts", "interval_atom", "n_atoms", "class_off", "class_flat")
 
     def __init__(self, classes: Sequence[Ranges]) -> None:
         n_classes = len(classes)
@@ -297,35 +299,18 @@ class AtomPartition:
             self.starts = np.zeros(1, np.int64)
             self.interval_atom = np.full(1, -1, np.int64)
             self.n_atoms = 0
-            self.class_atoms = []
+            self.class_off = np.zeros(1, np.int64)
+            self.class_flat = np.zeros(0, np.int32)
             return
-        lengths = np.fromiter((len(r) for r in classes), np.int64, n_classes)
+        range_off = np.zeros(n_classes + 1, np.int64)
+        np.cumsum(np.fromiter((len(r) for r in classes), np.int64, n_classes), out=range_off[1:])
         flat = np.concatenate([_class_array(ranges) for ranges in classes])
-        owner = np.repeat(np.arange(n_classes), lengths)
-        lo, end = flat[:, 0], flat[:, 1] + 1
-        starts = unique_ints(np.concatenate((lo, end, [0x80])))
-        n_intervals = len(starts)
-        # membership of each interval in each class: +1 where a range starts, -1 past its end
-        diff = np.zeros((n_intervals, n_classes), np.int8)
-        diff[np.searchsorted(starts, lo), owner] += 1
-        diff[np.searchsorted(starts, end), owner] -= 1
-        member = np.cumsum(diff, axis=0, dtype=np.int8) > 0
-        first_idx, inverse = group_rows(member.view(np.uint8))
-        valid = member[first_idx].any(axis=1)  # the all-zero signature is no atom
-        order = np.argsort(first_idx[valid], kind="stable")
-        atom_id = np.full(len(first_idx), -1, np.int64)
-        atom_id[np.flatnonzero(valid)[order]] = np.arange(len(order))
-        self.starts = starts
-        self.interval_atom = atom_id[inverse.reshape(-1)]
-        self.n_atoms = len(order)
-        cls, ivl = np.nonzero(member.T)
-        pairs = unique_ints(cls * max(self.n_atoms, 1) + self.interval_atom[ivl])
-        pair_cls, pair_atom = divmod(pairs, max(self.n_atoms, 1))
-        bounds = np.searchsorted(pair_cls, np.arange(n_classes + 1))
-        atoms = pair_atom.tolist()
-        self.class_atoms: list[tuple[int, ...]] = [
-            tuple(atoms[bounds[c] : bounds[c + 1]]) for c in range(n_classes)
-        ]
+        self.starts, self.interval_atom, n_atoms, self.class_off, self.class_flat = atom_partition(flat, range_off)
+        self.n_atoms = int(n_atoms)
+
+    def class_atoms(self, c: int) -> tuple[int, ...]:
+        """The atoms whose union is class ``c``."""
+        return tuple(self.class_flat[self.class_off[c] : self.class_off[c + 1]].tolist())
 
     def ranges(self, atoms: Sequence[int], lo: int = 0, hi: int = 0x10FFFF) -> Ranges:
         """The merged code point ranges of the union of ``atoms``, clipped to ``lo..hi``."""
@@ -354,7 +339,7 @@ class PositionNFA:
     patterns it may end. They are the union over the references
     ``follow[follow_off[i]:follow_off[i+1]]``: a reference ``r >= 0`` stands for all of
     ``group_members[group_off[r]:group_off[r+1]]``, ``r < 0`` for the single state ``-1 - r``.
-    ``start`` is the initial set and ``atoms.class_atoms[c]`` the atoms of class ``c``. All arrays
+    ``start`` is the initial set and ``atoms.class_atoms(c)`` the atoms of class ``c``. All arrays
     are numpy (CSR layout).
     """
 

@@ -624,3 +624,116 @@ def determinize(
             if pool[k] < n_patterns:
                 accepting[s, pool[k]] = True
     return trans[:n_sets].copy(), accepting, 0
+
+
+_i64_2d = types.Array(types.int64, 2, "C")
+
+
+@njit(types.Tuple((_i64_1d, _i64_1d, types.int64, _i64_1d, _i32_1d))(_i64_2d, _i64_1d), cache=True, nogil=True)
+def atom_partition(ranges, range_off):  # pragma: no cover - compiled
+    """The coarsest partition of code points into atoms such that every class is a union of atoms
+    (see ``logitgate.automata.nfa.AtomPartition``). Class ``c`` is the union of the inclusive
+    ranges ``ranges[range_off[c]:range_off[c+1]]`` (``[lo, hi]`` rows).
+
+    Returns ``(starts, interval_atom, n_atoms, class_off, class_atoms)``: the elementary intervals
+    (cut at every range boundary and at 0x80; interval ``i`` is ``starts[i] .. starts[i+1]-1``,
+    the last one runs to the end), each interval's atom (-1: in no class; atoms numbered by first
+    interval), and per class the ascending atoms of its union,
+    ``class_atoms[class_off[c]:class_off[c+1]]``. Intervals with equal class sets are grouped by a
+    hash of the set and then compared exactly."""
+    n_classes = range_off.shape[0] - 1
+    m = ranges.shape[0]
+    pts = np.empty(2 * m + 1, np.int64)
+    for k in range(m):
+        pts[2 * k] = ranges[k, 0]
+        pts[2 * k + 1] = ranges[k, 1] + 1
+    pts[2 * m] = 0x80
+    pts.sort()
+    n_iv = 1
+    for k in range(1, pts.shape[0]):
+        if pts[k] != pts[k - 1]:
+            n_iv += 1
+    starts = np.empty(n_iv, np.int64)
+    starts[0] = pts[0]
+    j = 1
+    for k in range(1, pts.shape[0]):
+        if pts[k] != pts[k - 1]:
+            starts[j] = pts[k]
+            j += 1
+    # membership of each interval in each class, and a hash of each interval's class set
+    member = np.zeros((n_iv, n_classes), np.bool_)
+    h = np.zeros(n_iv, np.uint64)
+    for c in range(n_classes):
+        w = _mix(c + 1) | np.uint64(1)
+        for k in range(range_off[c], range_off[c + 1]):
+            a = np.searchsorted(starts, ranges[k, 0])
+            b = np.searchsorted(starts, ranges[k, 1] + 1)
+            for i in range(a, b):
+                if not member[i, c]:
+                    member[i, c] = True
+                    h[i] += w
+    # group intervals by class set: stable sort by hash, then exact comparison within a run
+    order = np.argsort(h, kind="mergesort")
+    group_of = np.empty(n_iv, np.int64)
+    rep = np.empty(n_iv, np.int64)  # rep[g]: the first interval of group g
+    n_groups = 0
+    q = 0
+    while q < n_iv:
+        e = q + 1
+        while e < n_iv and h[order[e]] == h[order[q]]:
+            e += 1
+        g0 = n_groups
+        for p in range(q, e):
+            i = order[p]
+            found = -1
+            for g in range(g0, n_groups):
+                r = rep[g]
+                same = True
+                for c in range(n_classes):
+                    if member[i, c] != member[r, c]:
+                        same = False
+                        break
+                if same:
+                    found = g
+                    break
+            if found < 0:
+                found = n_groups
+                rep[found] = i
+                n_groups += 1
+            group_of[i] = found
+        q = e
+    # atoms: the groups of non-empty class sets, numbered by first interval
+    atom_of_group = np.full(n_groups, -2, np.int64)
+    atom_rep = np.empty(n_groups, np.int64)
+    n_atoms = 0
+    interval_atom = np.empty(n_iv, np.int64)
+    for i in range(n_iv):
+        g = group_of[i]
+        a = atom_of_group[g]
+        if a == -2:
+            a = -1
+            for c in range(n_classes):
+                if member[i, c]:
+                    a = n_atoms
+                    atom_rep[n_atoms] = i
+                    n_atoms += 1
+                    break
+            atom_of_group[g] = a
+        interval_atom[i] = a
+    class_off = np.zeros(n_classes + 1, np.int64)
+    for a in range(n_atoms):
+        r = atom_rep[a]
+        for c in range(n_classes):
+            if member[r, c]:
+                class_off[c + 1] += 1
+    for c in range(n_classes):
+        class_off[c + 1] += class_off[c]
+    fill = class_off[:-1].copy()
+    class_atoms = np.empty(class_off[n_classes], np.int32)
+    for a in range(n_atoms):
+        r = atom_rep[a]
+        for c in range(n_classes):
+            if member[r, c]:
+                class_atoms[fill[c]] = a
+                fill[c] += 1
+    return starts, interval_atom, n_atoms, class_off, class_atoms
