@@ -18,8 +18,7 @@ Pipeline (:func:`build_dfa`):
    mid-character node is equivalent to a boundary state or to a node of another depth, and two
    nodes of the same depth are equivalent exactly when their rows agree.
 5. Breadth-first renumbering from the start (successors in byte order); byte classes = bytes with
-   identical columns, numbered by their smallest byte (kernels ``column_classes``, ``bfs_order``,
-   ``renumber_expand``).
+   identical columns, numbered by their smallest byte (kernel ``canonical_classes``).
 
 The minimal DFA is unique up to isomorphism and the numbering canonical, so equal inputs give
 identical arrays.
@@ -33,16 +32,17 @@ import numpy as np
 
 from ..errors import LimitError
 from ..kernels.automata_kernels import (
-    bfs_order,
-    column_classes,
+    assemble_columns,
+    canonical_classes,
     coreachable,
     determinize,
     expand_utf8,
+    group_rows_i32,
     hopcroft,
-    renumber_expand,
+    non_ascii_atoms,
 )
 from ..regex.ast import Node
-from .nfa import AtomPartition, PositionNFA, build_nfa, group_ints, group_rows, unique_ints
+from .nfa import AtomPartition, PositionNFA, build_nfa, group_rows
 from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
@@ -222,13 +222,12 @@ def _minimize_chars(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarra
 _AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
 
 
-def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarray) -> Utf8Automaton:
+def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarray, labels: np.ndarray) -> Utf8Automaton:
     """The labelled UTF-8 automaton of the non-ASCII parts of ``na_atoms`` (label ``j`` =
-    ``na_atoms[j]``), cached by the interval layout so that big classes are built once."""
-    labels = np.searchsorted(na_atoms, atoms.interval_atom[first_na:])
-    labels[atoms.interval_atom[first_na:] < 0] = -1
-    starts = atoms.starts[first_na:].astype(np.int64)
-    key = (starts.tobytes(), labels.astype(np.int32).tobytes())
+    ``na_atoms[j]``; ``labels``: each interval's label from ``first_na`` on), cached by the
+    interval layout so that big classes are built once."""
+    starts = atoms.starts[first_na:]
+    key = (starts.tobytes(), labels.tobytes())
     found = _AUTOMATON_CACHE.get(key)
     if found is None:
         def groups() -> tuple[tuple[tuple[int, int], ...], ...]:
@@ -244,6 +243,10 @@ def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarr
     return found
 
 
+_NO_ROWS = np.zeros((0, 64), np.int32)
+_NO_LEAD = np.zeros(0, np.int64)
+
+
 def _expand(
     table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition, max_states: int, limit: str = "max_dfa_states"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -251,45 +254,22 @@ def _expand(
 
     Character state ``q`` keeps id ``q``; mid-character nodes follow. Returns ``(columns,
     byte_column, accepting)``: the move of state ``s`` on byte ``b`` is
-    ``columns[s, byte_column[b]]`` (int32, ``-1``: none).
+    ``columns[s, byte_column[b]]`` (int32, ``-1``: none; kernel ``assemble_columns``).
     """
     m = table.shape[0]
-    starts = atoms.starts
-    interval_atom = atoms.interval_atom
-    # ASCII bytes: their atom's column of the character table
-    ascii_interval = np.searchsorted(starts, np.arange(0x80), side="right") - 1
-    ascii_atom = np.where(ascii_interval >= 0, interval_atom[np.maximum(ascii_interval, 0)], -1)
-    # other atoms: one labelled UTF-8 automaton over all of them, expanded per state
-    first_na = int(np.searchsorted(starts, 0x80))
-    na_atoms = unique_ints(interval_atom[first_na:])
-    na_atoms = na_atoms[na_atoms >= 0]
+    # non-ASCII atoms: one labelled UTF-8 automaton over all of them, expanded per state
+    first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
     if len(na_atoms):
-        automaton = _non_ascii_automaton(atoms, first_na, na_atoms)
-        targets = table[:, na_atoms]
-        first, inverse = group_rows(targets)  # states with equal targets get equal lead bytes
-        lead, mid = expand_utf8(
-            automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m
-        )
-        lead = lead[inverse]
+        automaton = _non_ascii_automaton(atoms, int(first_na), na_atoms, labels)
+        targets = np.ascontiguousarray(table[:, na_atoms])
+        first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
+        lead, mid = expand_utf8(automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m)
     else:
-        lead = np.full((m, 64), -1, np.int32)
-        mid = np.zeros((0, 64), np.int32)
+        lead, lead_of, mid = _NO_ROWS, _NO_LEAD, _NO_ROWS
     n = m + mid.shape[0]
     if n > max_states:
         raise _too_many_states(max_states, limit)
-    # the table over "columns": the ASCII atoms, then continuation bytes, lead bytes, and "none"
-    ascii_atoms, _, ascii_col = group_ints(ascii_atom)
-    if ascii_atoms[0] < 0:  # bytes in no atom use the last column (never a move)
-        ascii_atoms = ascii_atoms[1:]
-        ascii_col = ascii_col.reshape(-1) - 1
-    r = len(ascii_atoms)
-    width = r + 129
-    ascii_col = np.where(ascii_col.reshape(-1) < 0, width - 1, ascii_col.reshape(-1))
-    columns = np.full((n, width), -1, np.int32)
-    columns[:m, :r] = table[:, ascii_atoms]
-    columns[m:, r : r + 64] = mid
-    columns[:m, r + 64 : r + 128] = lead
-    byte_column = np.concatenate((ascii_col, np.arange(r, r + 128))).astype(np.int32)
+    columns, byte_column = assemble_columns(table, atoms.starts, atoms.interval_atom, lead, lead_of, mid)
     full_accepting = np.zeros((n, accepting.shape[1]), np.bool_)
     full_accepting[:m] = accepting
     return columns, byte_column, full_accepting
@@ -297,17 +277,9 @@ def _expand(
 
 def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """Exact byte classes, breadth-first renumbering from state 0 (successors in byte order) and
-    co-reachability. ``columns[s, byte_column[b]]`` is the move of state ``s`` on byte ``b``."""
-    used, first_byte, _ = group_ints(byte_column)
-    used = used[np.argsort(first_byte)].astype(np.int32)  # in order of first byte
-    col_rank = np.empty(columns.shape[1], np.int64)
-    col_rank[used] = np.arange(len(used))
-    cls = column_classes(columns, used)  # numbered by first column, i.e. by first byte
-    byte_classes = cls[col_rank[byte_column]].astype(np.uint8)
-    _, reps, _ = group_ints(cls)
-    class_columns = used[reps]  # one column per class, in class order
-    order = bfs_order(columns, class_columns, 0)
-    class_transitions = renumber_expand(columns, order, class_columns)
+    co-reachability (``automata_kernels.canonical_classes``). ``columns[s, byte_column[b]]`` is
+    the move of state ``s`` on byte ``b``."""
+    byte_classes, class_transitions, order = canonical_classes(columns, byte_column)
     accepting = np.ascontiguousarray(accepting[order])
     if accepting.shape[1] == 1:
         reachable = np.ones_like(accepting)

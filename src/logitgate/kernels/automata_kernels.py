@@ -11,6 +11,7 @@ from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directo
 
 _i32_1d = types.Array(types.int32, 1, "C")
 _i64_1d = types.Array(types.int64, 1, "C")
+_u8_1d = types.Array(types.uint8, 1, "C")
 _i32_2d = types.Array(types.int32, 2, "C")
 _b1_1d = types.Array(types.boolean, 1, "C")
 _b1_2d = types.Array(types.boolean, 2, "C")
@@ -239,35 +240,6 @@ def bfs_order(trans, columns, start):  # pragma: no cover - compiled
                 order[tail] = t
                 tail += 1
     return order[:tail].copy()
-
-
-@njit(_i32_1d(_i32_2d, _i32_1d), cache=True, nogil=True)
-def column_classes(table, columns):  # pragma: no cover - compiled
-    """A class id per entry of ``columns`` (columns of ``table``): equal ids exactly for identical
-    columns, numbered in order of first appearance."""
-    n = table.shape[0]
-    width = columns.shape[0]
-    h = np.zeros(width, np.uint64)
-    for i in range(n):
-        for j in range(width):
-            h[j] = (h[j] ^ np.uint64(table[i, columns[j]] + 2)) * np.uint64(0x100000001B3)
-    cls = np.full(width, -1, np.int32)
-    n_cls = 0
-    for j in range(width):
-        if cls[j] >= 0:
-            continue
-        cls[j] = n_cls
-        for k in range(j + 1, width):
-            if cls[k] < 0 and h[k] == h[j]:
-                same = True
-                for i in range(n):
-                    if table[i, columns[j]] != table[i, columns[k]]:
-                        same = False
-                        break
-                if same:
-                    cls[k] = n_cls
-        n_cls += 1
-    return cls
 
 
 @njit(_i32_2d(_i32_2d, _i32_1d, _i32_1d), cache=True, nogil=True)
@@ -737,3 +709,211 @@ def atom_partition(ranges, range_off):  # pragma: no cover - compiled
                 class_atoms[fill[c]] = a
                 fill[c] += 1
     return starts, interval_atom, n_atoms, class_off, class_atoms
+
+
+@njit(types.Tuple((_u8_1d, _i32_2d, _i32_1d))(_i32_2d, _i32_1d), cache=True, nogil=True)
+def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
+    """Exact byte classes and breadth-first renumbering of a byte DFA whose move on byte ``b``
+    from state ``s`` is ``columns[s, byte_column[b]]`` (-1: none; state 0 is the start).
+
+    Bytes with identical columns share a class; classes are numbered by first byte. States are
+    renumbered breadth-first from 0, successors in class order; unreachable states are dropped.
+    Returns ``(byte_classes, class_transitions, order)``: uint8 ``[256]``, int32 ``[n', k]`` and
+    the old id of each new state."""
+    n = columns.shape[0]
+    width = columns.shape[1]
+    # the columns bytes use, in order of first byte
+    rank = np.full(width, -1, np.int32)
+    used = np.empty(256, np.int32)
+    n_used = 0
+    for b in range(256):
+        c = byte_column[b]
+        if rank[c] < 0:
+            rank[c] = n_used
+            used[n_used] = c
+            n_used += 1
+    # identical columns share a class, numbered by first appearance
+    h = np.zeros(n_used, np.uint64)
+    for i in range(n):
+        for j in range(n_used):
+            h[j] = (h[j] ^ np.uint64(columns[i, used[j]] + 2)) * np.uint64(0x100000001B3)
+    cls = np.full(n_used, -1, np.int32)
+    class_columns = np.empty(n_used, np.int32)
+    n_cls = 0
+    for j in range(n_used):
+        if cls[j] >= 0:
+            continue
+        cls[j] = n_cls
+        class_columns[n_cls] = used[j]
+        for k in range(j + 1, n_used):
+            if cls[k] < 0 and h[k] == h[j]:
+                same = True
+                for i in range(n):
+                    if columns[i, used[j]] != columns[i, used[k]]:
+                        same = False
+                        break
+                if same:
+                    cls[k] = n_cls
+        n_cls += 1
+    byte_classes = np.empty(256, np.uint8)
+    for b in range(256):
+        byte_classes[b] = cls[rank[byte_column[b]]]
+    # breadth-first renumbering from state 0
+    new = np.full(n, -1, np.int32)
+    order = np.empty(n, np.int32)
+    order[0] = 0
+    new[0] = 0
+    head = 0
+    tail = 1
+    while head < tail:
+        s = order[head]
+        head += 1
+        for k in range(n_cls):
+            t = columns[s, class_columns[k]]
+            if t >= 0 and new[t] < 0:
+                new[t] = tail
+                order[tail] = t
+                tail += 1
+    trans = np.empty((tail, n_cls), np.int32)
+    for i in range(tail):
+        s = order[i]
+        for k in range(n_cls):
+            t = columns[s, class_columns[k]]
+            trans[i, k] = new[t] if t >= 0 else -1
+    return byte_classes, trans, order[:tail].copy()
+
+
+@njit(types.Tuple((types.int64, _i64_1d, _i32_1d))(_i64_1d, _i64_1d), cache=True, nogil=True)
+def non_ascii_atoms(starts, interval_atom):  # pragma: no cover - compiled
+    """For an atom partition (``starts``, ``interval_atom``): ``(first_na, na_atoms, labels)``,
+    the first interval at or above 0x80, the ascending atoms of the intervals from there on, and
+    each such interval's index into ``na_atoms`` (-1: in no atom)."""
+    first_na = np.searchsorted(starts, 0x80)
+    n = interval_atom.shape[0]
+    top = 0
+    for i in range(first_na, n):
+        top = max(top, interval_atom[i] + 1)
+    seen = np.zeros(top, np.bool_)
+    for i in range(first_na, n):
+        if interval_atom[i] >= 0:
+            seen[interval_atom[i]] = True
+    index = np.full(top, -1, np.int32)
+    na_atoms = np.empty(top, np.int64)
+    k = 0
+    for a in range(top):
+        if seen[a]:
+            index[a] = k
+            na_atoms[k] = a
+            k += 1
+    labels = np.empty(n - first_na, np.int32)
+    for i in range(first_na, n):
+        a = interval_atom[i]
+        labels[i - first_na] = index[a] if a >= 0 else -1
+    return first_na, na_atoms[:k].copy(), labels
+
+
+@njit(types.Tuple((_i64_1d, _i64_1d))(_i32_2d), cache=True, nogil=True)
+def group_rows_i32(a):  # pragma: no cover - compiled
+    """``(first, inverse)`` for the rows of ``a``: the first row of each distinct row, in order of
+    first appearance, and each row's group (hashed, then compared exactly)."""
+    n = a.shape[0]
+    w = a.shape[1]
+    h = np.empty(n, np.uint64)
+    for i in range(n):
+        x = np.uint64(0xCBF29CE484222325)
+        for j in range(w):
+            x = (x ^ np.uint64(a[i, j] + 2)) * np.uint64(0x100000001B3)
+        h[i] = x
+    order = np.argsort(h, kind="mergesort")
+    inverse = np.empty(n, np.int64)
+    rep = np.empty(n, np.int64)
+    n_groups = 0
+    q = 0
+    while q < n:
+        e = q + 1
+        while e < n and h[order[e]] == h[order[q]]:
+            e += 1
+        g0 = n_groups
+        for p in range(q, e):
+            i = order[p]
+            found = -1
+            for g in range(g0, n_groups):
+                r = rep[g]
+                same = True
+                for j in range(w):
+                    if a[i, j] != a[r, j]:
+                        same = False
+                        break
+                if same:
+                    found = g
+                    break
+            if found < 0:
+                found = n_groups
+                rep[found] = i
+                n_groups += 1
+            inverse[i] = found
+        q = e
+    # renumber groups by first row
+    new = np.full(n_groups, -1, np.int64)
+    first = np.empty(n_groups, np.int64)
+    k = 0
+    for i in range(n):
+        g = inverse[i]
+        if new[g] < 0:
+            new[g] = k
+            first[k] = i
+            k += 1
+        inverse[i] = new[g]
+    return first, inverse
+
+
+@njit(types.Tuple((_i32_2d, _i32_1d))(_i32_2d, _i64_1d, _i64_1d, _i32_2d, _i64_1d, _i32_2d), cache=True, nogil=True)
+def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragma: no cover - compiled
+    """The byte-level table of ``logitgate.automata.dfa._expand``: ``(columns, byte_column)`` with
+    the move of state ``s`` on byte ``b`` at ``columns[s, byte_column[b]]``. Columns are the
+    distinct ASCII atoms (ascending) of the character table ``table`` ([m, atoms]), then 64
+    continuation-byte columns (``mid``, the rows of the mid-character nodes, which follow the m
+    character states), then 64 lead-byte columns (state ``s`` takes row ``lead_of[s]`` of
+    ``lead``; no lead moves when ``lead_of`` is empty) and a last column that is never a move."""
+    m = table.shape[0]
+    n = m + mid.shape[0]
+    ascii_atom = np.full(128, -1, np.int64)
+    k = 0
+    for b in range(128):
+        while k + 1 < starts.shape[0] and starts[k + 1] <= b:
+            k += 1
+        if starts[k] <= b:
+            ascii_atom[b] = interval_atom[k]
+    top = 0
+    for b in range(128):
+        top = max(top, ascii_atom[b] + 1)
+    col_of = np.full(top, -1, np.int32)
+    for b in range(128):
+        if ascii_atom[b] >= 0:
+            col_of[ascii_atom[b]] = 0
+    r = 0
+    for a in range(top):
+        if col_of[a] == 0:
+            col_of[a] = r
+            r += 1
+    width = r + 129
+    byte_column = np.empty(256, np.int32)
+    for b in range(128):
+        byte_column[b] = col_of[ascii_atom[b]] if ascii_atom[b] >= 0 else width - 1
+    for b in range(128, 256):
+        byte_column[b] = r + b - 128
+    columns = np.full((n, width), -1, np.int32)
+    for a in range(top):
+        c = col_of[a]
+        if c >= 0:
+            for s in range(m):
+                columns[s, c] = table[s, a]
+    for i in range(mid.shape[0]):
+        for j in range(64):
+            columns[m + i, r + j] = mid[i, j]
+    if lead_of.shape[0]:
+        for s in range(m):
+            row = lead_of[s]
+            for j in range(64):
+                columns[s, r + 64 + j] = lead[row, j]
+    return columns, byte_column
