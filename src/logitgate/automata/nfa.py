@@ -199,6 +199,11 @@ class _Glushkov:
 
     def repeat(self, node: Repeat) -> _Frag:
         lo, hi = node.min, node.max
+        item = node.item
+        while isinstance(item, Group):
+            item = item.item
+        if isinstance(item, CharClass) and (hi is None or hi > 0):
+            return self.repeat_class(item, lo, hi)
         frag = _Frag([], [], True)
         for _ in range(lo - 1 if hi is None and lo > 0 else lo):
             frag = self.concat(frag, self.build(node.item))
@@ -213,6 +218,24 @@ class _Glushkov:
             inner = self.concat(self.build(node.item), opt)
             opt = _Frag(inner.first, inner.last, True)
         return self.concat(frag, opt)
+
+
+    def repeat_class(self, item: CharClass, lo: int, hi: int | None) -> _Frag:
+        """``x{lo,hi}`` (``hi`` None: unbounded, else > 0) of one character class: the positions
+        :meth:`repeat` would build, as one chain (``\\d{3}``, ``[0-9]{7,14}``)."""
+        c = self.class_id(item.ranges)
+        if c < 0:  # an empty class matches nothing
+            return _Frag([], [], lo == 0)
+        count = max(lo, 1) if hi is None else hi
+        base = self.reserve(count)
+        self.position_class += [c] * count
+        self.follow += [[-2 - p] for p in range(base, base + count - 1)]  # p is followed by p + 1
+        self.follow.append([])
+        end = base + count - 1
+        if hi is None:  # the last position loops: x{m,} = x^(m-1) x+
+            self.follow[end - self.offset].append(-1 - end)
+            return _Frag([base], [end], lo == 0)
+        return _Frag([base], list(range(base + max(lo, 1) - 1, end + 1)), lo == 0)
 
 
 # -- small numpy helpers (np.unique is slow on the small arrays used here) ------------------------
