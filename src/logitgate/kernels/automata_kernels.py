@@ -732,11 +732,13 @@ def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
             rank[c] = n_used
             used[n_used] = c
             n_used += 1
-    # identical columns share a class, numbered by first appearance
-    h = np.zeros(n_used, np.uint64)
+    # identical columns share a class, numbered by first appearance: a 32-bit hash of every
+    # column (row by row, so the loop runs over contiguous memory), then exact comparison
+    hw = np.full(width, np.uint32(0x811C9DC5), np.uint32)
     for i in range(n):
-        for j in range(n_used):
-            h[j] = (h[j] ^ np.uint64(columns[i, used[j]] + 2)) * np.uint64(0x100000001B3)
+        row = columns[i]
+        for c in range(width):
+            hw[c] = (hw[c] ^ np.uint32(row[c] + 2)) * np.uint32(16777619)
     cls = np.full(n_used, -1, np.int32)
     class_columns = np.empty(n_used, np.int32)
     n_cls = 0
@@ -744,12 +746,14 @@ def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
         if cls[j] >= 0:
             continue
         cls[j] = n_cls
-        class_columns[n_cls] = used[j]
+        cj = used[j]
+        class_columns[n_cls] = cj
         for k in range(j + 1, n_used):
-            if cls[k] < 0 and h[k] == h[j]:
+            ck = used[k]
+            if cls[k] < 0 and hw[ck] == hw[cj]:
                 same = True
                 for i in range(n):
-                    if columns[i, used[j]] != columns[i, used[k]]:
+                    if columns[i, cj] != columns[i, ck]:
                         same = False
                         break
                 if same:
