@@ -20,6 +20,23 @@ _i64_1d_ro = types.Array(types.int64, 1, "C", readonly=True)
 _u64_1d_ro = types.Array(types.uint64, 1, "C", readonly=True)
 
 
+@njit(cache=True, nogil=True)
+def _number_by_first(labels, n_labels):  # pragma: no cover - compiled
+    """Renumber ``labels`` (values in ``[0, n_labels)``, all used) in place in order of first
+    appearance; returns the index of each label's first element."""
+    rank = np.full(n_labels, -1, labels.dtype)
+    first = np.empty(n_labels, labels.dtype)
+    n_seen = 0
+    for i in range(labels.shape[0]):
+        b = labels[i]
+        if rank[b] < 0:
+            rank[b] = n_seen
+            first[n_seen] = i
+            n_seen += 1
+        labels[i] = rank[b]
+    return first
+
+
 @njit(types.Tuple((_i64_1d, _i32_1d))(_i32_2d), cache=True, nogil=True)
 def reverse_edges(trans):  # pragma: no cover - compiled
     """Predecessor lists in CSR form: the predecessors of ``t`` are ``pred[off[t]:off[t + 1]]``
@@ -205,17 +222,7 @@ def hopcroft(trans, labels, n_labels):  # pragma: no cover - compiled
                 work[n_work] = add
                 waiting[add] = True
                 n_work += 1
-    # renumber the blocks by their smallest state
-    rank = np.full(n_blocks, -1, np.int32)
-    first = np.empty(n_blocks, np.int32)
-    n_seen = 0
-    for s in range(n):
-        b = block[s]
-        if rank[b] < 0:
-            rank[b] = n_seen
-            first[n_seen] = s
-            n_seen += 1
-        block[s] = rank[b]
+    first = _number_by_first(block, n_blocks)  # blocks numbered by their smallest state
     return block, first
 
 
@@ -598,6 +605,46 @@ def determinize(
     return trans[:n_sets].copy(), accepting, 0
 
 
+@njit(cache=True, nogil=True)
+def _group_equal_rows(h, rows):  # pragma: no cover - compiled
+    """``(group_of, first)``: a group per row of the 2-D ``rows``, equal exactly for equal rows,
+    numbered in order of first appearance, and the first row of each group; ``h`` is a hash of
+    each row (equal rows, equal hashes). A stable sort by hash, then an exact comparison within
+    each run of equal hashes."""
+    n = rows.shape[0]
+    w = rows.shape[1]
+    order = np.argsort(h, kind="mergesort")
+    group_of = np.empty(n, np.int64)
+    rep = np.empty(n, np.int64)  # rep[g]: a row of group g
+    n_groups = 0
+    q = 0
+    while q < n:
+        e = q + 1
+        while e < n and h[order[e]] == h[order[q]]:
+            e += 1
+        g0 = n_groups
+        for p in range(q, e):
+            i = order[p]
+            found = -1
+            for g in range(g0, n_groups):
+                r = rep[g]
+                same = True
+                for j in range(w):
+                    if rows[i, j] != rows[r, j]:
+                        same = False
+                        break
+                if same:
+                    found = g
+                    break
+            if found < 0:
+                found = n_groups
+                rep[found] = i
+                n_groups += 1
+            group_of[i] = found
+        q = e
+    return group_of, _number_by_first(group_of, n_groups)
+
+
 _i64_2d = types.Array(types.int64, 2, "C")
 
 
@@ -644,62 +691,29 @@ def atom_partition(ranges, range_off):  # pragma: no cover - compiled
                 if not member[i, c]:
                     member[i, c] = True
                     h[i] += w
-    # group intervals by class set: stable sort by hash, then exact comparison within a run
-    order = np.argsort(h, kind="mergesort")
-    group_of = np.empty(n_iv, np.int64)
-    rep = np.empty(n_iv, np.int64)  # rep[g]: the first interval of group g
-    n_groups = 0
-    q = 0
-    while q < n_iv:
-        e = q + 1
-        while e < n_iv and h[order[e]] == h[order[q]]:
-            e += 1
-        g0 = n_groups
-        for p in range(q, e):
-            i = order[p]
-            found = -1
-            for g in range(g0, n_groups):
-                r = rep[g]
-                same = True
-                for c in range(n_classes):
-                    if member[i, c] != member[r, c]:
-                        same = False
-                        break
-                if same:
-                    found = g
-                    break
-            if found < 0:
-                found = n_groups
-                rep[found] = i
-                n_groups += 1
-            group_of[i] = found
-        q = e
-    # atoms: the groups of non-empty class sets, numbered by first interval
-    atom_of_group = np.full(n_groups, -2, np.int64)
+    # group intervals by class set (groups numbered by first interval); atoms: the groups of
+    # non-empty class sets, in the same order
+    group_of, first = _group_equal_rows(h, member)
+    n_groups = first.shape[0]
+    atom_of_group = np.full(n_groups, -1, np.int64)
     atom_rep = np.empty(n_groups, np.int64)
     n_atoms = 0
-    interval_atom = np.empty(n_iv, np.int64)
-    for i in range(n_iv):
-        g = group_of[i]
-        a = atom_of_group[g]
-        if a == -2:
-            a = -1
-            for c in range(n_classes):
-                if member[i, c]:
-                    a = n_atoms
-                    atom_rep[n_atoms] = i
-                    n_atoms += 1
-                    break
-            atom_of_group[g] = a
-        interval_atom[i] = a
-    class_off = np.zeros(n_classes + 1, np.int64)
-    for a in range(n_atoms):
-        r = atom_rep[a]
+    for g in range(n_groups):
+        r = first[g]
         for c in range(n_classes):
             if member[r, c]:
-                class_off[c + 1] += 1
-    for c in range(n_classes):
-        class_off[c + 1] += class_off[c]
+                atom_of_group[g] = n_atoms
+                atom_rep[n_atoms] = r
+                n_atoms += 1
+                break
+    interval_atom = np.empty(n_iv, np.int64)
+    for i in range(n_iv):
+        interval_atom[i] = atom_of_group[group_of[i]]
+    per_class = np.zeros(n_classes, np.int64)  # how many atoms each class has
+    for a in range(n_atoms):
+        per_class += member[atom_rep[a]]
+    class_off = np.zeros(n_classes + 1, np.int64)
+    class_off[1:] = np.cumsum(per_class)
     fill = class_off[:-1].copy()
     class_atoms = np.empty(class_off[n_classes], np.int32)
     for a in range(n_atoms):
@@ -750,14 +764,8 @@ def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
         class_columns[n_cls] = cj
         for k in range(j + 1, n_used):
             ck = used[k]
-            if cls[k] < 0 and hw[ck] == hw[cj]:
-                same = True
-                for i in range(n):
-                    if columns[i, cj] != columns[i, ck]:
-                        same = False
-                        break
-                if same:
-                    cls[k] = n_cls
+            if cls[k] < 0 and hw[ck] == hw[cj] and np.array_equal(columns[:, cj], columns[:, ck]):
+                cls[k] = n_cls
         n_cls += 1
     byte_classes = np.empty(256, np.uint8)
     for b in range(256):
@@ -828,46 +836,7 @@ def group_rows_i32(a):  # pragma: no cover - compiled
         for j in range(w):
             x = (x ^ np.uint64(a[i, j] + 2)) * np.uint64(0x100000001B3)
         h[i] = x
-    order = np.argsort(h, kind="mergesort")
-    inverse = np.empty(n, np.int64)
-    rep = np.empty(n, np.int64)
-    n_groups = 0
-    q = 0
-    while q < n:
-        e = q + 1
-        while e < n and h[order[e]] == h[order[q]]:
-            e += 1
-        g0 = n_groups
-        for p in range(q, e):
-            i = order[p]
-            found = -1
-            for g in range(g0, n_groups):
-                r = rep[g]
-                same = True
-                for j in range(w):
-                    if a[i, j] != a[r, j]:
-                        same = False
-                        break
-                if same:
-                    found = g
-                    break
-            if found < 0:
-                found = n_groups
-                rep[found] = i
-                n_groups += 1
-            inverse[i] = found
-        q = e
-    # renumber groups by first row
-    new = np.full(n_groups, -1, np.int64)
-    first = np.empty(n_groups, np.int64)
-    k = 0
-    for i in range(n):
-        g = inverse[i]
-        if new[g] < 0:
-            new[g] = k
-            first[k] = i
-            k += 1
-        inverse[i] = new[g]
+    inverse, first = _group_equal_rows(h, a)
     return first, inverse
 
 
