@@ -265,12 +265,23 @@ def renumber_expand(table, order, columns):  # pragma: no cover - compiled
     return out
 
 
-@njit(types.uint64(types.int32[::1]), cache=True, nogil=True)
-def _row_hash(row):  # pragma: no cover - compiled
-    h = np.uint64(0xCBF29CE484222325)
-    for v in row:
-        h = (h ^ np.uint64(v + 2)) * np.uint64(0x100000001B3)
-    return h
+@njit(types.uint64(types.int64), cache=True, nogil=True)
+def _mix(v):  # pragma: no cover - compiled
+    """splitmix64 finaliser: a well-spread 64-bit hash of one integer."""
+    z = np.uint64(v) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(types.uint64(types.int32[::1], types.uint64[::1]), cache=True, nogil=True)
+def _row_hash(row, weights):  # pragma: no cover - compiled
+    """A hash of ``row``: a weighted sum (independent products, so the loop vectorises),
+    then a final mix."""
+    h = np.uint64(0)
+    for c in range(row.shape[0]):
+        h += np.uint64(row[c] + 2) * weights[c]
+    return h ^ (h >> np.uint64(29))
 
 
 @njit(
@@ -303,6 +314,9 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
     hashes = np.empty(cap, np.uint64)
     canon = np.full(n_nodes, -1, np.int32)
     row = np.empty(64, np.int32)
+    weights = np.empty(64, np.uint64)
+    for c in range(64):
+        weights[c] = _mix(c + 1) | np.uint64(1)
     for q in range(m):
         qmask = np.uint64(0)
         for lab in range(n_labels):
@@ -328,7 +342,7 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
                     live = True
             if not live:
                 continue
-            h = _row_hash(row)
+            h = _row_hash(row, weights)
             slot = h & np.uint64(table_size - 1)
             found = -1
             while table[slot] != 0:
@@ -375,15 +389,6 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
             elif code < 0:
                 lead[q, c] = targets[q, -1 - code]
     return lead, mid[:n_mid].copy()
-
-
-@njit(types.uint64(types.int64), cache=True, nogil=True)
-def _mix(v):  # pragma: no cover - compiled
-    """splitmix64 finaliser: a well-spread 64-bit hash of one integer."""
-    z = np.uint64(v) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(
@@ -746,13 +751,17 @@ def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
             rank[c] = n_used
             used[n_used] = c
             n_used += 1
-    # identical columns share a class, numbered by first appearance: a 32-bit hash of every
-    # column (row by row, so the loop runs over contiguous memory), then exact comparison
+    # identical columns share a class, numbered by first appearance: a 32-bit hash and the
+    # largest entry of every column (row by row, so the loop runs over contiguous memory), then
+    # exact comparison, except between columns with no move at all (the usual case: unused lead
+    # and continuation bytes)
     hw = np.full(width, np.uint32(0x811C9DC5), np.uint32)
+    top = np.full(width, -1, np.int32)
     for i in range(n):
         row = columns[i]
         for c in range(width):
             hw[c] = (hw[c] ^ np.uint32(row[c] + 2)) * np.uint32(16777619)
+            top[c] = max(top[c], row[c])
     cls = np.full(n_used, -1, np.int32)
     class_columns = np.empty(n_used, np.int32)
     n_cls = 0
@@ -764,7 +773,8 @@ def canonical_classes(columns, byte_column):  # pragma: no cover - compiled
         class_columns[n_cls] = cj
         for k in range(j + 1, n_used):
             ck = used[k]
-            if cls[k] < 0 and hw[ck] == hw[cj] and np.array_equal(columns[:, cj], columns[:, ck]):
+            if cls[k] < 0 and hw[ck] == hw[cj] and top[ck] == top[cj] and (
+                    top[cj] < 0 or np.array_equal(columns[:, cj], columns[:, ck])):
                 cls[k] = n_cls
         n_cls += 1
     byte_classes = np.empty(256, np.uint8)
