@@ -121,3 +121,15 @@ def test_first_request_batch_stays_within_the_mask_cache_cap(cap, tok_spm):
         c.token_mask(m._state)
         assert m.accept_string(ch)
         assert c.n_masks_computed <= max(cap, 2)  # a cap of 1: one batch row and one memoised mask
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_class_table_is_row_offsets_with_dead_moves_kept(readonly):
+    rng = np.random.default_rng(7)
+    for n_states, n_classes in ((0, 3), (1, 1), (7, 5), (300, 41)):
+        table = rng.integers(-1, max(n_states, 1), size=(n_states, n_classes)).astype(np.int32)
+        table.setflags(write=not readonly)
+        got = trie_kernels.class_table(table)
+        expected = np.where(table >= 0, table * n_classes, -1).reshape(-1)
+        assert got.dtype == np.int32 and not got.flags.writeable
+        assert np.array_equal(got, expected)

@@ -114,11 +114,21 @@ def class_table(class_transitions: np.ndarray) -> np.ndarray:
     n_states, n_classes = class_transitions.shape
     if n_states * n_classes >= 2**31:  # every offset is below n_states * n_classes
         raise ValueError("DFA class table too large for int32 row offsets")
-    table = np.ascontiguousarray(class_transitions, dtype=np.int32)
-    out = table * np.int32(n_classes)
-    np.putmask(out, table < 0, -1)
-    out = out.reshape(-1)
+    out = _row_offsets(np.ascontiguousarray(class_transitions, dtype=np.int32))
     out.setflags(write=False)
+    return out
+
+
+@njit([_i32_1d(_i32_2d_ro), _i32_1d(types.Array(types.int32, 2, "C"))], cache=True, nogil=True)
+def _row_offsets(table):  # pragma: no cover - compiled
+    """``table`` flattened, each next state ``t`` as its row offset ``t * n_classes`` (-1 stays)."""
+    n_states, n_classes = table.shape
+    out = np.empty(n_states * n_classes, np.int32)
+    flat = table.reshape(-1)
+    m = np.int32(n_classes)
+    for k in range(flat.shape[0]):
+        t = flat[k]
+        out[k] = (t * m) | (t >> np.int32(31))  # -1 (all ones) stays -1, without a branch
     return out
 
 
