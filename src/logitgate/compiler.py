@@ -11,8 +11,9 @@ Index modes of ``compile``: ``"lazy"`` (default) computes each state's mask when
 needs it (the first request also computes, in the same kernel call, the masks of the states an
 ASCII text meets next, within a small trie-walk budget, ``FIRST_BATCH_STATES`` and
 ``FIRST_BATCH_VISITS``: the usual states of a short pattern such as a date or a phone number then
-cost one kernel call of tens of microseconds instead of one walk each as they are met); ``"background"`` computes the remaining states' masks on a background thread right
-after compiling (the kernels release the GIL, so this can overlap a model's forward pass; skipped
+cost one kernel call of tens of microseconds instead of one walk each as they are met);
+``"background"`` computes the remaining states' masks on a background thread right after
+compiling (the kernels release the GIL, so this can overlap a model's forward pass; skipped
 when all masks would exceed ``BACKGROUND_INDEX_BUDGET`` bytes); ``"eager"`` computes all of them
 before ``compile`` returns. In a tight loop with no forward pass to hide behind, "background"
 measured slower than "lazy" on 2 cores (the two threads compete), hence the default.
@@ -169,7 +170,8 @@ class CompiledGrammar:
                 with self._lock:
                     if not self._batch_row:
                         self._batch = batch
-                        self._batch_row = dict(zip((rows[:len(batch)] // self._n_classes).tolist(), range(len(batch))))
+                        states = (rows[:len(batch)] // self._n_classes).tolist()
+                        self._batch_row = dict(zip(states, range(len(batch))))
                 mask = batch[0]
             with self._lock:
                 mask = self._masks.setdefault(state, mask)

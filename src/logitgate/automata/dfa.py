@@ -42,7 +42,7 @@ from ..kernels.automata_kernels import (
     non_ascii_atoms,
 )
 from ..regex.ast import Node
-from .nfa import AtomPartition, PositionNFA, build_nfa, group_rows
+from .nfa import AtomPartition, PositionNFA, build_nfa
 from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
@@ -211,7 +211,7 @@ def _minimize_chars(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarra
         labels = accepting[:, 0].astype(np.int32)
         n_labels = 2
     else:
-        first, labels = group_rows(accepting.view(np.uint8))
+        first, labels = group_rows_i32(accepting.astype(np.int32))
         labels = labels.astype(np.int32)
         n_labels = len(first)
     block, reps = hopcroft(np.ascontiguousarray(table), labels, n_labels)
@@ -222,7 +222,9 @@ def _minimize_chars(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarra
 _AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
 
 
-def _non_ascii_automaton(atoms: AtomPartition, first_na: int, na_atoms: np.ndarray, labels: np.ndarray) -> Utf8Automaton:
+def _non_ascii_automaton(
+    atoms: AtomPartition, first_na: int, na_atoms: np.ndarray, labels: np.ndarray
+) -> Utf8Automaton:
     """The labelled UTF-8 automaton of the non-ASCII parts of ``na_atoms`` (label ``j`` =
     ``na_atoms[j]``; ``labels``: each interval's label from ``first_na`` on), cached by the
     interval layout so that big classes are built once."""
@@ -263,7 +265,9 @@ def _expand(
         automaton = _non_ascii_automaton(atoms, int(first_na), na_atoms, labels)
         targets = np.ascontiguousarray(table[:, na_atoms])
         first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
-        lead, mid = expand_utf8(automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m)
+        lead, mid = expand_utf8(
+            automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m
+        )
     else:
         lead, lead_of, mid = _NO_ROWS, _NO_LEAD, _NO_ROWS
     n = m + mid.shape[0]

@@ -22,9 +22,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import LimitError
+from ..kernels.automata_kernels import atom_partition
 from ..limits import check_deadline
 from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
-from ..kernels.automata_kernels import atom_partition
 from .utf8 import normalize_ranges
 
 __all__ = ["PositionNFA", "AtomPartition", "build_nfa"]
@@ -219,7 +219,6 @@ class _Glushkov:
             opt = _Frag(inner.first, inner.last, True)
         return self.concat(frag, opt)
 
-
     def repeat_class(self, item: CharClass, lo: int, hi: int | None) -> _Frag:
         """``x{lo,hi}`` (``hi`` None: unbounded, else > 0) of one character class: the positions
         :meth:`repeat` would build, as one chain (``\\d{3}``, ``[0-9]{7,14}``)."""
@@ -236,58 +235,6 @@ class _Glushkov:
             self.follow[end - self.offset].append(-1 - end)
             return _Frag([base], [end], lo == 0)
         return _Frag([base], list(range(base + max(lo, 1) - 1, end + 1)), lo == 0)
-
-
-# -- small numpy helpers (np.unique is slow on the small arrays used here) ------------------------
-
-
-def unique_ints(x: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of a 1-D integer array."""
-    if x.size == 0:
-        return x
-    s = np.sort(x)
-    keep = np.empty(s.shape[0], np.bool_)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def group_ints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(values, first, inverse)`` of a non-empty 1-D integer array: the sorted distinct values,
-    the index of the first occurrence of each, and each element's index into ``values``."""
-    order = np.argsort(x, kind="stable")
-    s = x[order]
-    new = np.empty(s.shape[0], np.bool_)
-    new[0] = True
-    np.not_equal(s[1:], s[:-1], out=new[1:])
-    inverse = np.empty(s.shape[0], np.int64)
-    inverse[order] = np.cumsum(new) - 1
-    return s[new], order[new], inverse
-
-
-def group_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(first, inverse)`` for the rows of a non-empty 2-D integer array: the index of one row per
-    distinct row (its first occurrence), and each row's group (an index into ``first``)."""
-    width = a.shape[1]
-    h = a.astype(np.int64) @ _hash_weights(width)  # wraps around; collisions are checked below
-    _, first, inverse = group_ints(h)
-    if not np.array_equal(a, a[first[inverse]]):  # a hash collision: exact (slower) grouping
-        rows = np.ascontiguousarray(a).view(np.dtype((np.void, a.dtype.itemsize * width))).ravel()
-        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    return first, inverse
-
-
-_WEIGHTS = np.zeros(0, np.int64)  # odd random int64 hash weights, grown on demand
-
-
-def _hash_weights(width: int) -> np.ndarray:
-    """``width`` fixed odd random weights (one generator draw serves every width: building a
-    generator costs tens of microseconds)."""
-    global _WEIGHTS
-    if width > _WEIGHTS.shape[0]:
-        _WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, max(width, 1024), dtype=np.int64) | 1
-    return _WEIGHTS[:width]
 
 
 @lru_cache(maxsize=1024)

@@ -948,9 +948,10 @@ class WasmController(Controller):
         trie = tok.trie
         self._charge(caller, trie.n_tokens)
         buf = np.empty((1, self._mask_words + 1), dtype=np.uint32)  # + the walk's spare word
-        trie_kernels.fill_masks_dfa(trie_kernels.class_table(table), _IDENTITY_CLASSES, np.array([state * 256], np.int32),
-                                    trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
-                                    trie.max_depth, buf, 0)
+        rows = np.array([state * 256], np.int32)
+        trie_kernels.fill_masks_dfa(trie_kernels.class_table(table), _IDENTITY_CLASSES, rows, trie.root_child,
+                                    trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth,
+                                    buf, 0)
         words = buf[0, :-1]
         if accept[state]:
             for t in tok.eos_token_ids:

@@ -135,6 +135,16 @@ def _row_offsets(table):  # pragma: no cover - compiled
 _u32_2d = types.Array(types.uint32, 2, "C")
 
 
+@njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
+def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
+    """Set token ``dup_other[k]`` in ``out`` wherever ``dup_first[k]`` (same bytes) is set."""
+    for k in range(dup_first.shape[0]):
+        a = dup_first[k]
+        if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
+            b = dup_other[k]
+            out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+
+
 @njit(_i32_1d(_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64), cache=True, nogil=True)
 def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no cover - compiled
     """Row offsets of up to ``limit`` states of a flat class table (see :func:`class_table`),
@@ -174,8 +184,9 @@ def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_
                    budget):  # pragma: no cover - compiled
     """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
     ...`` while at most ``budget`` trie nodes have been visited in all (a row's fixed work counts
-    as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is always done, a later one that would pass
-    the budget is left unfinished); returns how many rows were filled. ``out`` may be uninitialised: a row is zeroed before its walk.
+    as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is
+    always done, a later one that would pass the budget is left unfinished); returns how many rows
+    were filled. ``out`` may be uninitialised: a row is zeroed before its walk.
 
     A token is set when its bytes lead the DFA to a live state. ``table[row + byte_class[b]]`` is
     the next state's row offset, -1 when dead (see :func:`class_table`); a dead byte prunes the
@@ -221,11 +232,7 @@ def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_
                 t += (t >> 63) & spare
                 mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                 i += 1
-        for m in range(dup_first.shape[0]):
-            a = dup_first[m]
-            if (mask[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
-                c = dup_other[m]
-                mask[c >> 5] |= np.uint32(1) << np.uint32(c & 31)
+        copy_dups(mask, dup_first, dup_other)
     return rows.shape[0]
 
 
@@ -239,16 +246,6 @@ def dfa_walk(table, byte_class, row, flat, start, end):  # pragma: no cover - co
         if r < 0:
             return -1
     return r
-
-
-@njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
-def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
-    """Set token ``dup_other[k]`` in ``out`` wherever ``dup_first[k]`` (same bytes) is set."""
-    for k in range(dup_first.shape[0]):
-        a = dup_first[k]
-        if (out[a >> 5] >> np.uint32(a & 31)) & np.uint32(1):
-            b = dup_other[k]
-            out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
 
 
 @njit(cache=True, nogil=True)
