@@ -846,6 +846,71 @@ def test_multi_pattern_lexer() -> None:
             assert multi.matches(data, k) == (re.fullmatch(p, text) is not None), (p, data)
 
 
+def assert_same_dfa(a: ByteDFA, b: ByteDFA) -> None:
+    """Two canonical minimal DFAs are the same arrays."""
+    assert a.start == b.start
+    for name in ("accepting", "reachable", "byte_classes", "class_transitions"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+LITERALS = st.text(alphabet=["a", "b", "é", "€", "😀", "\n", '"'], max_size=5)
+
+
+@needs_parser
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(patterns=st.lists(st.one_of(pattern_strategy(), LITERALS.map(re.escape)), min_size=2, max_size=6))
+def test_union_of_pattern_dfas_is_the_single_nfa_dfa(patterns: list[str]) -> None:
+    """build_dfa of several patterns (each pattern's DFA, literals built directly, then the
+    subset construction of their union) gives exactly the DFA of one position NFA over all."""
+    from logitgate.automata.dfa import _glushkov_dfa
+
+    nodes = [parse(p) for p in patterns]
+    assert_same_dfa(build_dfa(nodes), _glushkov_dfa(nodes, 10_000, "max_dfa_states"))
+
+
+def test_union_literals_and_cache() -> None:
+    from logitgate.automata import dfa as dfa_mod
+
+    nodes = [lit("if"), lit(""), lit("é€"), Repeat(cls(("a", "z")), 1, None), lit("if"), CharClass(())]
+    multi = build_dfa(nodes)
+    assert_same_dfa(multi, dfa_mod._glushkov_dfa(nodes, 10_000, "max_dfa_states"))
+    assert multi.is_accepting(0, 1) and not multi.is_accepting(0, 0)
+    s = multi.step(0, b"if")
+    assert [multi.is_accepting(s, k) for k in range(6)] == [True, False, False, True, True, False]
+    assert not multi.reachable[0, 5]  # the empty class: no string
+    # the regex part is cached by tree: an equal tree built afresh finds it
+    assert dfa_mod._PATTERN_CACHE[Repeat(cls(("a", "z")), 1, None)].n_states == 2
+    # a cached DFA larger than a later, smaller cap is refused like a fresh build
+    big = Repeat(cls("a", "b"), 30, 30)
+    build_dfa([big, lit("x")])
+    with pytest.raises(CompileError, match="max_states=20"):
+        build_dfa([big, lit("x")], max_states=20)
+    with pytest.raises(CompileError, match="max_states=3"):
+        build_dfa([lit("abcd"), lit("x")], max_states=3)
+
+
+@needs_parser
+def test_union_on_corpus_lexers() -> None:
+    """The lexers of corpus grammars: the union path and the single NFA agree exactly."""
+    from logitgate.automata.dfa import _glushkov_dfa
+    from logitgate.grammar.cfg import lower
+    import logitgate as lg
+
+    base = _DATA / "llama-cpp-grammars"
+    if not base.exists():
+        pytest.skip("llama.cpp grammars not found")
+    done = 0
+    for name in ("json.gbnf", "c.gbnf", "arithmetic.gbnf", "chess.gbnf"):
+        path = base / name
+        if not path.exists():
+            continue
+        cfg = lower(lg.Grammar.from_gbnf(path.read_text()).ir, warn=False)
+        nodes = [t.node for t in cfg.terminals if t.automaton is None]
+        assert_same_dfa(build_dfa(nodes, max_states=50_000), _glushkov_dfa(nodes, 50_000, "max_dfa_states"))
+        done += 1
+    assert done >= 3
+
+
 @needs_parser
 def test_json_schema_regex_cases() -> None:
     """outlines-core's JSON-schema regexes (big alternations, Unicode classes): their own

@@ -36,12 +36,14 @@ from ..kernels.automata_kernels import (
     canonical_classes,
     coreachable,
     determinize,
+    determinize_dfas,
     expand_utf8,
     group_rows_i32,
     hopcroft,
     non_ascii_atoms,
+    union_table,
 )
-from ..regex.ast import Node
+from ..regex.ast import CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa
 from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
@@ -149,14 +151,29 @@ def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: st
     byte states after UTF-8 expansion), or the expanded regex has more than ``10 * max_states``
     character positions. ``max_states`` defaults to ``get_limits().max_dfa_states``. Checks the
     compile deadline between steps.
+
+    Several patterns (a lexer's terminals): each pattern's own minimal DFA (a literal string
+    directly, anything else through the pipeline above, cached by syntax tree so that terminals
+    shared by many grammars, such as JSON's strings and numbers, are built once per process),
+    then the subset construction of their union (kernel ``determinize_dfas``), minimised. The
+    result is the same canonical DFA as one position NFA over all the patterns would give.
     """
-    from ..limits import check_deadline, get_limits
+    from ..limits import get_limits
 
     if max_states is None:
         max_states = getattr(get_limits(), limit)
     nodes = list(nodes)
     if not nodes:
         return _empty_dfa(0)
+    if len(nodes) == 1:
+        return _glushkov_dfa(nodes, max_states, limit)
+    return _union_dfa([_pattern_part(node, max_states, limit) for node in nodes], max_states, limit)
+
+
+def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA:
+    """The pipeline of the module docstring: one position NFA over all of ``nodes``."""
+    from ..limits import check_deadline
+
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit)
     check_deadline("regex NFA built")
     table, accepting = _determinize(nfa, max_states, limit)
@@ -167,6 +184,99 @@ def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: st
     table, accepting = minimal
     columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states, limit)
     return _canonical(columns, byte_column, accepting)
+
+
+_PATTERN_CACHE: dict[Node, ByteDFA] = {}
+_PATTERN_CACHE_SIZE = 2048  # entries, each a minimal DFA of at most _PATTERN_CACHE_STATES states
+_PATTERN_CACHE_STATES = 4096
+
+
+def _pattern_part(node: Node, max_states: int, limit: str) -> ByteDFA | bytes:
+    """One pattern of a union: the bytes of a literal string, else its minimal DFA, built by
+    :func:`_glushkov_dfa` and cached by syntax tree (thread-safe: entries are immutable and a
+    race only builds one twice)."""
+    data = _literal_bytes(node)
+    if data is not None:
+        if len(data) + 1 > max_states:
+            raise _too_many_states(max_states, limit)
+        return data
+    found = _PATTERN_CACHE.get(node)
+    if found is None:
+        found = _glushkov_dfa([node], max_states, limit)
+        if found.n_states <= _PATTERN_CACHE_STATES:
+            if len(_PATTERN_CACHE) >= _PATTERN_CACHE_SIZE:
+                _PATTERN_CACHE.clear()
+            _PATTERN_CACHE[node] = found
+    elif found.n_states > max_states:  # built under a larger cap; the union needs at least as many
+        raise _too_many_states(max_states, limit)
+    return found
+
+
+def _literal_bytes(node: Node) -> bytes | None:
+    """The UTF-8 bytes of the one string ``node`` matches when it is a plain literal (a
+    concatenation of single code points), else None."""
+    if isinstance(node, CharClass):
+        ranges = node.ranges
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # never a surrogate (ast invariant)
+            return chr(ranges[0][0]).encode("utf-8")
+        return None
+    if isinstance(node, Concat):
+        parts = []
+        for item in node.items:
+            part = _literal_bytes(item)
+            if part is None:
+                return None
+            parts.append(part)
+        return b"".join(parts)
+    if isinstance(node, Group):
+        return _literal_bytes(node.item)
+    if isinstance(node, Empty):
+        return b""
+    return None
+
+
+_NO_CLASSES = np.zeros((0, 256), np.uint8)
+
+
+def _union_dfa(parts: Sequence[ByteDFA | bytes], max_states: int, limit: str) -> ByteDFA:
+    """The minimal DFA recognising each of ``parts`` (pattern ``k``: the language of DFA
+    ``parts[k]``, or the literal string ``parts[k]``)."""
+    from ..limits import check_deadline
+
+    dfa_ids = [k for k, p in enumerate(parts) if not isinstance(p, bytes) and p.start >= 0]
+    lit_ids = [k for k, p in enumerate(parts) if isinstance(p, bytes)]
+    if not dfa_ids and not lit_ids:
+        return _empty_dfa(len(parts))
+    dfas = [parts[k] for k in dfa_ids]
+    lits = [parts[k] for k in lit_ids]
+    state_off = np.zeros(len(dfas) + 1, np.int64)
+    flat_off = np.zeros(len(dfas) + 1, np.int64)
+    lit_off = np.zeros(len(lits) + 1, np.int64)
+    if dfas:
+        np.cumsum([d.n_states for d in dfas], out=state_off[1:])
+        np.cumsum([d.class_transitions.size for d in dfas], out=flat_off[1:])
+        flat = np.concatenate([d.class_transitions.ravel() for d in dfas])
+        byte_classes = np.stack([d.byte_classes for d in dfas])
+        acc = np.concatenate([d.accepting[:, 0] for d in dfas])
+    else:
+        flat, byte_classes, acc = np.zeros(0, np.int32), _NO_CLASSES, np.zeros(0, np.bool_)
+    if lits:
+        np.cumsum([len(x) for x in lits], out=lit_off[1:])
+    lit = np.frombuffer(b"".join(lits), np.uint8)
+    table, byte_column, pattern_of, accept_of, start = union_table(
+        flat, state_off, flat_off, byte_classes, acc, np.asarray(dfa_ids, np.int32), lit, lit_off,
+        np.asarray(lit_ids, np.int32))
+    # the union's subsets are not minimal yet: allow some slack before the minimal size is checked
+    trans, accepting, status = determinize_dfas(table, pattern_of, accept_of, start, len(parts), 4 * max_states)
+    if status:
+        raise _too_many_states(max_states, limit)
+    check_deadline("lexer union determinised")
+    minimal = _minimize_chars(trans, accepting, trimmed=True)  # every subset holds a live state
+    assert minimal is not None
+    trans, accepting = minimal
+    if trans.shape[0] > max_states:
+        raise _too_many_states(max_states, limit)
+    return _canonical(trans, byte_column, accepting)
 
 
 def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitError:
@@ -195,13 +305,16 @@ def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states
     return table, accepting
 
 
-def _minimize_chars(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Trim and minimise the character-level DFA; the start becomes state 0 (None: empty)."""
+def _minimize_chars(
+    table: np.ndarray, accepting: np.ndarray, trimmed: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Trim (unless every state is known to be live: ``trimmed``) and minimise the
+    character-level DFA; the start becomes state 0 (None: empty)."""
     n = table.shape[0]
-    live = coreachable(table, accepting).any(axis=1)
+    live = np.ones(n, np.bool_) if trimmed else coreachable(table, accepting).any(axis=1)
     if not live[0]:
         return None
-    if not live.all():
+    if not trimmed and not live.all():
         keep = np.flatnonzero(live)
         remap = np.full(n + 1, -1, np.int32)  # remap[-1] == -1 keeps missing moves missing
         remap[keep] = np.arange(len(keep), dtype=np.int32)

@@ -13,6 +13,8 @@ _i32_1d = types.Array(types.int32, 1, "C")
 _i64_1d = types.Array(types.int64, 1, "C")
 _u8_1d = types.Array(types.uint8, 1, "C")
 _i32_2d = types.Array(types.int32, 2, "C")
+_u8_2d = types.Array(types.uint8, 2, "C")
+_u8_1d_ro = types.Array(types.uint8, 1, "C", readonly=True)
 _b1_1d = types.Array(types.boolean, 1, "C")
 _b1_2d = types.Array(types.boolean, 2, "C")
 _i32_2d_ro = types.Array(types.int32, 2, "C", readonly=True)
@@ -900,3 +902,232 @@ def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragm
             for j in range(64):
                 columns[s, r + 64 + j] = lead[row, j]
     return columns, byte_column
+
+
+@njit(
+    types.Tuple((_i32_2d, _b1_2d, types.int64))(_i32_2d, _i32_1d, _b1_1d, _i32_1d, types.int64, types.int64),
+    cache=True,
+    nogil=True,
+)
+def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states):  # pragma: no cover - compiled
+    """Subset construction of the disjoint union of DFAs over one shared alphabet of classes.
+
+    ``table[x, c]``: the move of state ``x`` (an id over all the DFAs, each DFA's states a
+    contiguous block in pattern order) on class ``c`` (-1: none); ``pattern_of[x]`` its DFA (the
+    pattern it recognises), ``accept_of[x]`` whether it accepts; ``start``: the DFAs' start states,
+    ascending. A subset holds at most one state per DFA, so the members of a subset, taken in
+    order, move to targets in order: subsets stay sorted without sorting. Each subset scatters
+    its members' edges (sparse: most states of a lexer's literals have one) into per-class
+    buckets; a bucket equal to the previous one reuses its target. Returns ``(trans, accepting,
+    status)`` as :func:`determinize`: state 0 is ``start``, ``accepting[s, k]`` whether subset
+    ``s`` holds an accepting state of DFA ``k``; ``status`` 1 when more than ``max_states``
+    subsets would be needed.
+    """
+    n, width = table.shape
+    # the edges of each state, CSR
+    edge_off = np.zeros(n + 1, np.int64)
+    for x in range(n):
+        cnt = 0
+        for c in range(width):
+            if table[x, c] >= 0:
+                cnt += 1
+        edge_off[x + 1] = edge_off[x] + cnt
+    edge_cls = np.empty(edge_off[n], np.int32)
+    edge_tgt = np.empty(edge_off[n], np.int32)
+    e = 0
+    for x in range(n):
+        for c in range(width):
+            t = table[x, c]
+            if t >= 0:
+                edge_cls[e] = c
+                edge_tgt[e] = t
+                e += 1
+    k_max = max(1, start.shape[0])
+    pool_cap = max(256, 4 * start.shape[0])
+    pool = np.empty(pool_cap, np.int32)
+    set_cap = 64
+    set_off = np.zeros(set_cap + 1, np.int64)
+    set_hash = np.empty(set_cap, np.uint64)
+    table_size = 128  # open addressing: subset id + 1
+    slots = np.zeros(table_size, np.int64)
+    trans = np.full((set_cap, width), -1, np.int32)
+    count = np.zeros(width, np.int64)
+    bucket_off = np.zeros(width, np.int64)
+    bucket = np.empty(width * k_max, np.int32)
+    touched = np.empty(width, np.int32)
+    h = np.uint64(0)
+    for k in range(start.shape[0]):
+        pool[k] = start[k]
+        h = (h ^ _mix(start[k])) * np.uint64(0x100000001B3)
+    set_off[1] = start.shape[0]
+    set_hash[0] = h
+    slots[h & np.uint64(table_size - 1)] = 1
+    n_sets = 1
+    s = 0
+    while s < n_sets:
+        lo, hi = set_off[s], set_off[s + 1]
+        n_touched = 0
+        for k in range(lo, hi):
+            x = pool[k]
+            for j in range(edge_off[x], edge_off[x + 1]):
+                c = edge_cls[j]
+                if count[c] == 0:
+                    touched[n_touched] = c
+                    n_touched += 1
+                count[c] += 1
+        pos = 0
+        for i in range(n_touched):
+            c = touched[i]
+            bucket_off[c] = pos
+            pos += count[c]
+            count[c] = 0  # reused as a fill cursor
+        for k in range(lo, hi):
+            x = pool[k]
+            for j in range(edge_off[x], edge_off[x + 1]):
+                c = edge_cls[j]
+                bucket[bucket_off[c] + count[c]] = edge_tgt[j]
+                count[c] += 1
+        prev_off = -1
+        prev_cnt = -1
+        prev_found = -1
+        for i in range(n_touched):
+            c = touched[i]
+            off_c = bucket_off[c]
+            n_buf = count[c]
+            count[c] = 0
+            if n_buf == prev_cnt:  # the same targets as the previous class: the same subset
+                same = True
+                for k in range(n_buf):
+                    if bucket[off_c + k] != bucket[prev_off + k]:
+                        same = False
+                        break
+                if same:
+                    trans[s, c] = prev_found
+                    continue
+            h = np.uint64(0)
+            for k in range(n_buf):
+                h = (h ^ _mix(bucket[off_c + k])) * np.uint64(0x100000001B3)
+            slot = h & np.uint64(table_size - 1)
+            found = -1
+            while slots[slot] != 0:
+                d = slots[slot] - 1
+                if set_hash[d] == h and set_off[d + 1] - set_off[d] == n_buf:
+                    same = True
+                    base = set_off[d]
+                    for k in range(n_buf):
+                        if pool[base + k] != bucket[off_c + k]:
+                            same = False
+                            break
+                    if same:
+                        found = d
+                        break
+                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            if found < 0:
+                if n_sets >= max_states:
+                    return trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1
+                found = n_sets
+                if n_sets == set_cap:  # grow the per-subset arrays
+                    set_cap *= 2
+                    grown_off = np.zeros(set_cap + 1, np.int64)
+                    grown_off[: n_sets + 1] = set_off[: n_sets + 1]
+                    set_off = grown_off
+                    grown_hash = np.empty(set_cap, np.uint64)
+                    grown_hash[:n_sets] = set_hash[:n_sets]
+                    set_hash = grown_hash
+                    grown_trans = np.full((set_cap, width), -1, np.int32)
+                    grown_trans[:n_sets] = trans[:n_sets]
+                    trans = grown_trans
+                end = set_off[n_sets] + n_buf
+                if end > pool_cap:
+                    pool_cap = max(2 * pool_cap, end)
+                    grown_pool = np.empty(pool_cap, np.int32)
+                    grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
+                    pool = grown_pool
+                pool[set_off[n_sets] : end] = bucket[off_c : off_c + n_buf]
+                set_off[n_sets + 1] = end
+                set_hash[n_sets] = h
+                slots[slot] = n_sets + 1
+                n_sets += 1
+                if 2 * n_sets > table_size:  # rehash
+                    table_size *= 2
+                    slots = np.zeros(table_size, np.int64)
+                    for d in range(n_sets):
+                        sl = set_hash[d] & np.uint64(table_size - 1)
+                        while slots[sl] != 0:
+                            sl = (sl + np.uint64(1)) & np.uint64(table_size - 1)
+                        slots[sl] = d + 1
+            trans[s, c] = found
+            prev_off = off_c
+            prev_cnt = n_buf
+            prev_found = found
+        s += 1
+    accepting = np.zeros((n_sets, n_patterns), np.bool_)
+    for s in range(n_sets):
+        for k in range(set_off[s], set_off[s + 1]):
+            x = pool[k]
+            if accept_of[x]:
+                accepting[s, pattern_of[x]] = True
+    return trans[:n_sets].copy(), accepting, 0
+
+
+@njit(
+    types.Tuple((_i32_2d, _i32_1d, _i32_1d, _b1_1d, _i32_1d))(
+        _i32_1d, _i64_1d, _i64_1d, _u8_2d, _b1_1d, _i32_1d, _u8_1d_ro, _i64_1d, _i32_1d
+    ),
+    cache=True,
+    nogil=True,
+)
+def union_table(flat, state_off, flat_off, byte_classes, acc, patterns, lit, lit_off, lit_patterns):  # pragma: no cover
+    """The input of :func:`determinize_dfas` for DFAs given by their class tables, and literals.
+
+    DFA ``j`` (pattern ``patterns[j]``, start state 0) has ``n_j = state_off[j+1] - state_off[j]``
+    states, its class table row-major in ``flat[flat_off[j]:flat_off[j+1]]`` and its accepting
+    states in ``acc[state_off[j]:state_off[j+1]]``; ``byte_classes[j, b]`` is the class of byte
+    ``b`` in DFA ``j``. Literal ``i`` (pattern ``lit_patterns[i]``) is the byte string
+    ``lit[lit_off[i]:lit_off[i+1]]``, a chain of states after the DFAs'. The shared classes are
+    the groups of bytes that every DFA puts in one class and no literal tells apart, numbered by
+    their smallest byte. Returns ``(table, byte_column, pattern_of, accept_of, start)``:
+    ``table[x, c]`` the move of global state ``x`` on shared class ``c`` (-1: none),
+    ``byte_column[b]`` the shared class of byte ``b``, each global state's pattern and whether it
+    accepts, and each part's start (DFAs, then literals).
+    """
+    k = byte_classes.shape[0]
+    n_lit = lit_patterns.shape[0]
+    cols = np.full((256, k + 1), -1, np.int32)
+    for j in range(k):
+        for b in range(256):
+            cols[b, j] = byte_classes[j, b]
+    for i in range(lit.shape[0]):
+        cols[lit[i], k] = lit[i]
+    first, inverse = group_rows_i32(cols)
+    width = first.shape[0]
+    byte_column = inverse.astype(np.int32)
+    n_dfa = state_off[k]
+    n = n_dfa + lit.shape[0] + n_lit
+    table = np.full((n, width), -1, np.int32)
+    pattern_of = np.empty(n, np.int32)
+    accept_of = np.zeros(n, np.bool_)
+    start = np.empty(k + n_lit, np.int32)
+    for j in range(k):
+        base = state_off[j]
+        n_j = state_off[j + 1] - base
+        start[j] = base
+        m_j = (flat_off[j + 1] - flat_off[j]) // max(n_j, 1)
+        for q in range(n_j):
+            row = flat_off[j] + q * m_j
+            pattern_of[base + q] = patterns[j]
+            accept_of[base + q] = acc[base + q]
+            for c in range(width):
+                t = flat[row + byte_classes[j, first[c]]]
+                if t >= 0:
+                    table[base + q, c] = t + base
+    for i in range(n_lit):
+        base = n_dfa + lit_off[i] + i  # literal i's states: one per byte, then the accepting end
+        start[k + i] = base
+        length = lit_off[i + 1] - lit_off[i]
+        for q in range(length + 1):
+            pattern_of[base + q] = lit_patterns[i]
+        for q in range(length):
+            table[base + q, byte_column[lit[lit_off[i] + q]]] = base + q + 1
+        accept_of[base + length] = True
+    return table, byte_column, pattern_of, accept_of, start

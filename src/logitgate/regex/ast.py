@@ -10,11 +10,13 @@ into UTF-8 byte sequences.
 An :class:`Automaton` node embeds a character-level DFA (the result of a boolean operation on
 languages, :mod:`logitgate.automata.boolean`) in a tree.
 
-All nodes are immutable and hashable, so sub-automata can be cached by node.
+All nodes are immutable and hashable, so sub-automata can be cached by node. A node's hash is
+computed once, when it is built (from its children's stored hashes), so hashing a big tree for a
+cache lookup costs one attribute read.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 __all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Automaton", "MAX_CODE_POINT"]
@@ -32,6 +34,17 @@ class CharClass:
 
     ranges: tuple[tuple[int, int], ...]
 
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("CharClass", self.ranges)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (CharClass, (self.ranges,))
+
 
 @dataclass(frozen=True, slots=True)
 class Concat:
@@ -39,12 +52,34 @@ class Concat:
 
     items: tuple["Node", ...]
 
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Concat", self.items)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Concat, (self.items,))
+
 
 @dataclass(frozen=True, slots=True)
 class Alt:
     """Any one of the items (at least two items)."""
 
     items: tuple["Node", ...]
+
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Alt", self.items)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Alt, (self.items,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +91,32 @@ class Repeat:
     min: int
     max: int | None
 
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Repeat", self.item, self.min, self.max)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Repeat, (self.item, self.min, self.max))
+
 
 @dataclass(frozen=True, slots=True)
 class Empty:
     """Matches the empty string only."""
+
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Empty",)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Empty, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +129,17 @@ class Group:
     item: "Node"
     index: int
     name: str | None = None
+
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Group", self.item, self.index, self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Group, (self.item, self.index, self.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +160,17 @@ class Automaton:
     start: int
     accepting: tuple[bool, ...]
     edges: tuple[tuple[tuple[tuple[tuple[int, int], ...], int], ...], ...]
+
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Automaton", self.start, self.accepting, self.edges)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
+        return (Automaton, (self.start, self.accepting, self.edges))
 
 
 Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group, Automaton]
