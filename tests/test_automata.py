@@ -890,6 +890,34 @@ def test_union_literals_and_cache() -> None:
 
 
 @needs_parser
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=pattern_strategy(), b=pattern_strategy(), tail=LITERALS)
+def test_automaton_nodes_skip_the_nfa_exactly(a: str, b: str, tail: str) -> None:
+    """A boolean operation's node keeps its character DFA; build_dfa expands it (and appends a
+    literal tail) without the position NFA, and gets exactly the NFA pipeline's DFA."""
+    from logitgate.automata import boolean
+    from logitgate.automata.dfa import _from_automaton, _glushkov_dfa
+    from logitgate.regex.ast import Automaton
+
+    node = boolean.difference(parse(a), parse(b))
+    assume(isinstance(node, Automaton))
+    assert node.chars is not None
+    for whole in (node, Concat((node, lit(tail))) if tail else node):
+        direct = _from_automaton(whole, 10_000, "max_dfa_states")
+        reference = _glushkov_dfa([whole], 10_000, "max_dfa_states")
+        if direct is None:  # only when an accepting state already moves on the tail's first byte
+            first = tail.encode()[0]
+            base = regex_dfa(node)
+            assert whole is not node and any(base.transitions[q, first] >= 0
+                                             for q in np.flatnonzero(base.accepting[:, 0]))
+            continue
+        assert_same_dfa(direct, reference)
+    # an equal node built without the character DFA takes the NFA path, same result
+    plain = Automaton(node.start, node.accepting, node.edges)
+    assert plain == node and plain.chars is None and _from_automaton(plain, 10_000, "max_dfa_states") is None
+
+
+@needs_parser
 def test_union_on_corpus_lexers() -> None:
     """The lexers of corpus grammars: the union path and the single NFA agree exactly."""
     from logitgate.automata.dfa import _glushkov_dfa

@@ -142,17 +142,29 @@ def _to_node(table: np.ndarray, accepting: np.ndarray, atoms: AtomPartition) -> 
     if n == 1 and accepting[0] and not (table >= 0).any():
         return Empty()
     # a state's target per elementary interval of code points (interval_atom -1 picks the -1
-    # padding), cut into runs of one target; the last interval (past every class) has none
+    # padding), cut into runs of one target; the last interval (past every class) has none, so
+    # every run with a target ends where the next run of its state starts
     padded = np.concatenate((table, np.full((n, 1), -1, np.int32)), axis=1)
-    interval_atom, starts = atoms.interval_atom, atoms.starts
-    edges: list[tuple[tuple[tuple[tuple[int, int], ...], int], ...]] = []
-    for moves in padded:
-        row = moves[interval_atom]
-        run = np.concatenate(([0], np.flatnonzero(row[1:] != row[:-1]) + 1))
-        by_target: dict[int, list[tuple[int, int]]] = {}
-        run_targets, run_starts = row[run].tolist(), starts[run].tolist()
-        for target, lo, end in zip(run_targets, run_starts, run_starts[1:]):
-            if target >= 0:
-                by_target.setdefault(target, []).append((lo, end - 1))
-        edges.append(tuple((tuple(ranges), target) for target, ranges in by_target.items()))
-    return Automaton(0, tuple(accepting), tuple(edges))
+    rows = padded[:, atoms.interval_atom]
+    change = np.ones(rows.shape, np.bool_)
+    change[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    run_state, run_interval = np.nonzero(change)
+    run_target = rows[run_state, run_interval]
+    starts = atoms.starts
+    run_lo = starts[run_interval]
+    run_hi = np.empty_like(run_lo)
+    run_hi[:-1] = run_lo[1:] - 1  # meaningful where the run has a target (never a state's last)
+    keep = np.flatnonzero(run_target >= 0)
+    per_state: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(n)]
+    for q, target, lo, hi in zip(run_state[keep].tolist(), run_target[keep].tolist(), run_lo[keep].tolist(),
+                                 run_hi[keep].tolist()):
+        by_target = per_state[q]
+        found = by_target.get(target)
+        if found is None:
+            by_target[target] = [(lo, hi)]
+        else:
+            found.append((lo, hi))
+    edges = [tuple((tuple(ranges), target) for target, ranges in by_target.items()) for by_target in per_state]
+    node = Automaton(0, tuple(accepting), tuple(edges))
+    object.__setattr__(node, "chars", (table, np.asarray(accepting, np.bool_), atoms))  # for build_dfa
+    return node

@@ -43,7 +43,7 @@ from ..kernels.automata_kernels import (
     non_ascii_atoms,
     union_table,
 )
-from ..regex.ast import CharClass, Concat, Empty, Group, Node
+from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa
 from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
@@ -202,7 +202,7 @@ def _pattern_part(node: Node, max_states: int, limit: str) -> ByteDFA | bytes:
         return data
     found = _PATTERN_CACHE.get(node)
     if found is None:
-        found = _glushkov_dfa([node], max_states, limit)
+        found = _from_automaton(node, max_states, limit) or _glushkov_dfa([node], max_states, limit)
         if found.n_states <= _PATTERN_CACHE_STATES:
             if len(_PATTERN_CACHE) >= _PATTERN_CACHE_SIZE:
                 _PATTERN_CACHE.clear()
@@ -212,26 +212,79 @@ def _pattern_part(node: Node, max_states: int, limit: str) -> ByteDFA | bytes:
     return found
 
 
+def _from_automaton(node: Node, max_states: int, limit: str) -> ByteDFA | None:
+    """The minimal DFA of an :class:`Automaton` node that keeps its character-level DFA
+    (``node.chars``, from :mod:`logitgate.automata.boolean`), possibly followed by a literal (a
+    JSON key and its colon), without a position NFA: the character DFA expanded to bytes, the
+    literal's chain appended to its accepting states. None when the node is not of that shape,
+    or the accepting states already move on the literal's first byte (then the NFA decides)."""
+    if type(node) is Automaton:
+        head, tail = node, ""
+    elif type(node) is Concat and type(node.items[0]) is Automaton:
+        head = node.items[0]
+        rest = node.items[1:]
+        tail = _literal_text(rest[0] if len(rest) == 1 else Concat(rest))
+    else:
+        return None
+    if head.chars is None or tail is None:
+        return None
+    table, accepting, atoms = head.chars
+    columns, byte_column, acc = _expand(table, np.ascontiguousarray(accepting[:, None]), atoms, max_states, limit)
+    if not tail:
+        return _canonical(columns, byte_column, acc)
+    data = np.frombuffer(tail.encode("utf-8"), np.uint8)
+    trans = columns[:, byte_column]
+    ends = np.flatnonzero(acc[:, 0])
+    if (trans[ends, data[0]] >= 0).any():
+        return None
+    n, length = trans.shape[0], len(data)
+    if n + length > max_states:
+        raise _too_many_states(max_states, limit)
+    ext = np.full((n + length, 256), -1, np.int32)
+    ext[:n] = trans
+    ext[ends, data[0]] = n
+    ext[np.arange(n, n + length - 1), data[1:]] = np.arange(n + 1, n + length, dtype=np.int32)
+    accepting_ext = np.zeros((n + length, 1), np.bool_)
+    accepting_ext[-1, 0] = True
+    minimal = _minimize_chars(ext, accepting_ext, trimmed=True)  # every state leads to the chain's end
+    assert minimal is not None
+    table, accepting_min = minimal
+    return _canonical(table, _IDENTITY_COLUMNS, accepting_min)
+
+
+_IDENTITY_COLUMNS = np.arange(256, dtype=np.int32)
+
+
 def _literal_bytes(node: Node) -> bytes | None:
     """The UTF-8 bytes of the one string ``node`` matches when it is a plain literal (a
     concatenation of single code points), else None."""
-    if isinstance(node, CharClass):
+    text = _literal_text(node)
+    return None if text is None else text.encode("utf-8")  # never a surrogate (ast invariant)
+
+
+def _literal_text(node: Node) -> str | None:
+    kind = type(node)
+    if kind is CharClass:
         ranges = node.ranges
-        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # never a surrogate (ast invariant)
-            return chr(ranges[0][0]).encode("utf-8")
-        return None
-    if isinstance(node, Concat):
-        parts = []
+        return chr(ranges[0][0]) if len(ranges) == 1 and ranges[0][0] == ranges[0][1] else None
+    if kind is Concat:
+        chars = []
         for item in node.items:
-            part = _literal_bytes(item)
-            if part is None:
-                return None
-            parts.append(part)
-        return b"".join(parts)
-    if isinstance(node, Group):
-        return _literal_bytes(node.item)
-    if isinstance(node, Empty):
-        return b""
+            if type(item) is CharClass:  # inline: literals are long runs of one-character classes
+                ranges = item.ranges
+                if len(ranges) != 1 or ranges[0][0] != ranges[0][1]:
+                    return None
+                chars.append(chr(ranges[0][0]))
+            else:
+                part = _literal_text(item)
+                if part is None:
+                    return None
+                chars.append(part)
+        return "".join(chars)
+    if kind is Group:
+        return _literal_text(node.item)
+    if kind is Empty:
+        return ""
     return None
 
 

@@ -29,12 +29,19 @@ __all__ = ["MAX_JSON_LEXER_STATES", "MAX_WHITESPACE", "PROPERTY_ORDERS", "WHITES
 
 def canonical_json(value: Any) -> str:
     """Compact JSON text of a schema, keys in their order, Decimals verbatim (the cache key)."""
+    try:  # no Decimal inside (the common case): the C encoder gives the same text
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return _canonical_json(value)
+
+
+def _canonical_json(value: Any) -> str:
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + canonical_json(v) for k, v in value.items()) + "}"
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _canonical_json(v) for k, v in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(canonical_json(v) for v in value) + "]"
+        return "[" + ",".join(_canonical_json(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -162,6 +162,10 @@ class Automaton:
     edges: tuple[tuple[tuple[tuple[tuple[int, int], ...], int], ...], ...]
 
     _hash: int = field(init=False, repr=False, compare=False)
+    chars: object = field(default=None, init=False, repr=False, compare=False)
+    """The minimal character-level DFA this node was built from, when its builder kept it
+    (``(table, accepting, atoms)`` of :mod:`logitgate.automata.boolean`): a cache that lets the
+    DFA builder skip the position NFA; never part of equality."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Automaton", self.start, self.accepting, self.edges)))
