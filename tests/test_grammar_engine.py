@@ -1237,3 +1237,33 @@ def test_jump_forward(kind, src, prefix, forced, tok_spm):
     assert chain == forced
     assert m.accept_bytes(forced) or not forced
     check_forced(lg.Matcher(compiled), tok_spm)
+
+
+def test_json_key_masks_with_few_viable_bytes_equal_brute_force(tok_spm, monkeypatch):
+    """Inside a key with no other key allowed (``additionalProperties: false``) a lexer state has
+    one viable byte; those states take the direct trie walk, and their masks (and the ones after
+    them) still equal the brute force."""
+    from logitgate.grammar.engine import CFGEngine
+
+    calls = []
+    direct = CFGEngine._direct_walk
+
+    def counting(self, *args):
+        calls.append(args[0])
+        return direct(self, *args)
+
+    monkeypatch.setattr(CFGEngine, "_direct_walk", counting)
+    schema = {"type": "object", "additionalProperties": False, "required": ["linear_regression.get_r", "values"],
+              "properties": {"linear_regression.get_r": {"type": "string"},
+                             "values": {"type": "array", "items": {"type": "integer"}}}}
+    compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
+    text = '{"linear_regression.get_r":"C:/data.csv","values":[1,-20]}'
+    leading, ids = encoder(tok_spm).encode(text, tok_spm)
+    m = lg.Matcher(compiled, max_rollback=-1)
+    assert not leading or m.accept_bytes(leading)
+    rng = random.Random("few-bytes")
+    for t in ids:
+        check_mask_brute_force(m, tok_spm, rng, full=False, n_confirm=40)
+        assert m.accept_token(t)
+    assert m.is_accepting()
+    assert len(calls) >= 5  # the key's letters went through the direct walk

@@ -33,6 +33,11 @@ the cap in force when the engine is built: ``get_limits().mask_cache_bytes``."""
 MAX_FORCED_BYTES = 1024
 """Default longest jump-forward string ``forced_bytes`` returns in one call (``get_limits().max_forced_bytes``)."""
 
+FEW_BYTES = 4
+"""A lexer state with at most this many viable next bytes (a key's next letters) is walked in the
+trie directly: the walk prunes at once, so string-body tables and the cross-grammar walk cache
+would cost more than they save."""
+
 MERGE_LIMIT = 8192
 """Boundary groups whose subtrees hold more trie nodes than this (or beyond four times this in
 all) are walked in the token trie itself instead of being merged: merging costs far more per node
@@ -380,9 +385,14 @@ class CFGEngine:
             return hit
         first_ok = self._all_bytes if first is None else first
         exp = np.ascontiguousarray(exp)
-        body = self._body_walk(lex, exp) if first is None and lex != self.lexer.start else None
+        body = None
+        few = lex != self.lexer.start and int(ek.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
+        if first is None and lex != self.lexer.start and not few:
+            body = self._body_walk(lex, exp)
         chained = None
-        if body is not None:
+        if few:  # a key's next letters, say: walking the trie costs less than any table or cache
+            inside, bnd_node, bnd_state, trie = self._direct_walk(lex, exp, first_ok)
+        elif body is not None:
             # plain tokens from a table, the others walked in their own trie; the tokens starting
             # with a byte that leaves the body another way, in the full trie (a chained entry)
             inside, bnd_node, bnd_state, trie, elsewhere = body
@@ -407,6 +417,16 @@ class CFGEngine:
                 _, old = self._partial.popitem(last=False)
                 self._partial_bytes -= _entry_bytes(old)
         return hit
+
+    def _direct_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
+        """``_lexer_walk`` without the shared cache (for states with few viable bytes)."""
+        trie = self.trie
+        inside = np.zeros(self.mask_words, dtype=np.uint32)
+        bnd_node = np.empty(trie.n_nodes, np.int32)
+        bnd_state = np.empty(trie.n_nodes, np.int32)
+        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
+                               bnd_node, bnd_state))
+        return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
 
     def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
         """``(inside mask, boundary nodes, boundary states, the trie they are nodes of)`` of the

@@ -407,6 +407,23 @@ def advance_bytes(L, G, C, M, flat, start, stop, s0):  # pragma: no cover - comp
 
 
 @njit(cache=True, nogil=True)
+def viable_bytes(L, s, exp, limit):  # pragma: no cover - compiled
+    """How many bytes lead from lexer state ``s`` to a state from which a terminal of ``exp`` (or
+    an ignored one) can still be matched, counting up to ``limit`` only."""
+    trans = L[0]
+    reach_bits = L[5]
+    ign = L[7]
+    n = 0
+    for b in range(256):
+        t = trans[s, b]
+        if t >= 0 and _viable(reach_bits, t, exp, ign):
+            n += 1
+            if n >= limit:
+                return n
+    return n
+
+
+@njit(cache=True, nogil=True)
 def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_node, bnd_state):  # pragma: no cover
     """The part of a mask that depends only on the lexer state ``s0`` and the parser's expected
     set ``exp``: OR into ``out`` every token whose bytes stay inside lexemes the parser does not
