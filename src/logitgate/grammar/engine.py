@@ -404,9 +404,12 @@ class CFGEngine:
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
         first_bytes = np.zeros(256, np.uint8)
-        groups, dn, ds = ek.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
-                                             first_bytes)
-        pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
+        if bnd_node.shape[0]:
+            groups, dn, ds = ek.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
+                                                 first_bytes)
+            pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
+        else:  # no token leaves the lexeme (a key's middle letters): nothing for the boundary walk
+            groups, pending = _no_groups(trie), None
         if chained is not None and chained[2] is not None:
             first_bytes |= chained[2]
         hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, trie, pending, chained)
@@ -574,6 +577,18 @@ class CFGEngine:
         lx, tb = self.lexer, self.tables
         tables = sum(a.nbytes for a in (lx.trans, lx.acc_bits, lx.reach_bits, tb.dr_next, tb.dr_lhs, tb.pred_dr))
         return self._mask_bytes + tables
+
+
+_NO_GROUPS: list[tuple] = []
+
+
+def _no_groups(trie: Any) -> tuple:
+    """The (empty) boundary groups of a walk with no boundary, built once per process."""
+    if not _NO_GROUPS:
+        none = np.zeros(0, np.int32)
+        _NO_GROUPS.append(ek.split_boundaries(trie.nodes, trie.subtree_end, none, none.copy(), MERGE_LIMIT,
+                                              np.zeros(256, np.uint8))[0])
+    return _NO_GROUPS[0]
 
 
 def _entry_bytes(entry: tuple) -> int:
