@@ -90,6 +90,37 @@ def coreachable(trans, accepting):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def _scatter_by_class(items, lo, hi, edge_off, edge_cls, edge_val, count, touched, bucket_off, bucket):  # pragma: no cover
+    """Counting sort of the edges of ``items[lo:hi]`` by class: edge ``j`` of item ``x`` (``j`` in
+    ``edge_off[x]:edge_off[x+1]``) has class ``edge_cls[j]`` and value ``edge_val[j]``. Class
+    ``touched[i]`` (``i`` below the returned count, in order of first appearance) gets the values
+    ``bucket[bucket_off[c]:bucket_off[c] + count[c]]``, in item order; ``count`` must be all zero
+    for the untouched classes on entry (the caller zeroes the touched ones after use)."""
+    n_touched = 0
+    for k in range(lo, hi):
+        x = items[k]
+        for j in range(edge_off[x], edge_off[x + 1]):
+            c = edge_cls[j]
+            if count[c] == 0:
+                touched[n_touched] = c
+                n_touched += 1
+            count[c] += 1
+    pos = 0
+    for i in range(n_touched):
+        c = touched[i]
+        bucket_off[c] = pos
+        pos += count[c]
+        count[c] = 0  # reused as a fill cursor
+    for k in range(lo, hi):
+        x = items[k]
+        for j in range(edge_off[x], edge_off[x + 1]):
+            c = edge_cls[j]
+            bucket[bucket_off[c] + count[c]] = edge_val[j]
+            count[c] += 1
+    return n_touched
+
+
 @njit(types.Tuple((_i32_1d, _i32_1d))(_i32_2d, _i32_1d, types.int64), cache=True, nogil=True)
 def hopcroft(trans, labels, n_labels):  # pragma: no cover - compiled
     """Coarsest partition of the states compatible with ``labels`` (in ``[0, n_labels)``) and the
@@ -165,27 +196,8 @@ def hopcroft(trans, labels, n_labels):  # pragma: no cover - compiled
         a = work[n_work]
         waiting[a] = False
         # the moves into a, bucketed by class (gathered before any split of a)
-        n_tc = 0
-        for i in range(start[a], end[a]):
-            t = elems[i]
-            for k in range(in_off[t], in_off[t + 1]):
-                c = in_cls[k]
-                if class_count[c] == 0:
-                    touched_classes[n_tc] = c
-                    n_tc += 1
-                class_count[c] += 1
-        total = 0
-        for i in range(n_tc):
-            c = touched_classes[i]
-            class_start[c] = total
-            total += class_count[c]
-            class_count[c] = 0
-        for i in range(start[a], end[a]):
-            t = elems[i]
-            for k in range(in_off[t], in_off[t + 1]):
-                c = in_cls[k]
-                preds[class_start[c] + class_count[c]] = in_src[k]
-                class_count[c] += 1
+        n_tc = _scatter_by_class(elems, start[a], end[a], in_off, in_cls, in_src, class_count, touched_classes,
+                                 class_start, preds)
         for i in range(n_tc):
             c = touched_classes[i]
             n_touched = 0
@@ -393,6 +405,46 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
     return lead, mid[:n_mid].copy()
 
 
+@njit(cache=True, nogil=True)
+def _add_set(pool, set_off, set_hash, slots, trans, n_sets, slot, h, members):  # pragma: no cover - compiled
+    """Store ``members`` as subset ``n_sets`` of a subset construction (hash ``h``, free slot
+    ``slot`` of the open-addressing table ``slots``, which holds subset id + 1), growing the
+    per-subset arrays (offsets into ``pool``, hashes, ``trans`` rows), the member pool and the
+    table (rehashed past half full) as needed. Returns ``(pool, set_off, set_hash, slots,
+    trans)``, new arrays where one grew."""
+    set_cap = set_hash.shape[0]
+    if n_sets == set_cap:
+        set_cap *= 2
+        grown_off = np.zeros(set_cap + 1, np.int64)
+        grown_off[: n_sets + 1] = set_off[: n_sets + 1]
+        set_off = grown_off
+        grown_hash = np.empty(set_cap, np.uint64)
+        grown_hash[:n_sets] = set_hash[:n_sets]
+        set_hash = grown_hash
+        grown_trans = np.full((set_cap, trans.shape[1]), -1, np.int32)
+        grown_trans[:n_sets] = trans[:n_sets]
+        trans = grown_trans
+    end = set_off[n_sets] + members.shape[0]
+    if end > pool.shape[0]:
+        grown_pool = np.empty(max(2 * pool.shape[0], end), np.int32)
+        grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
+        pool = grown_pool
+    pool[set_off[n_sets] : end] = members
+    set_off[n_sets + 1] = end
+    set_hash[n_sets] = h
+    slots[slot] = n_sets + 1
+    table_size = slots.shape[0]
+    if 2 * (n_sets + 1) > table_size:  # rehash
+        table_size *= 2
+        slots = np.zeros(table_size, np.int64)
+        for d in range(n_sets + 1):
+            sl = set_hash[d] & np.uint64(table_size - 1)
+            while slots[sl] != 0:
+                sl = (sl + np.uint64(1)) & np.uint64(table_size - 1)
+            slots[sl] = d + 1
+    return pool, set_off, set_hash, slots, trans
+
+
 @njit(
     types.Tuple((_i32_2d, _b1_2d, types.int64))(
         _i64_1d,
@@ -571,36 +623,10 @@ def determinize(
                 if n_sets >= max_states:
                     return trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1
                 found = n_sets
-                if n_sets == set_cap:  # grow the per-set arrays
-                    set_cap *= 2
-                    grown_off = np.zeros(set_cap + 1, np.int64)
-                    grown_off[: n_sets + 1] = set_off[: n_sets + 1]
-                    set_off = grown_off
-                    grown_hash = np.empty(set_cap, np.uint64)
-                    grown_hash[:n_sets] = set_hash[:n_sets]
-                    set_hash = grown_hash
-                    grown_trans = np.full((set_cap, width), -1, np.int32)
-                    grown_trans[:n_sets] = trans[:n_sets]
-                    trans = grown_trans
-                end = set_off[n_sets] + n_buf
-                if end > pool_cap:
-                    pool_cap = max(2 * pool_cap, end)
-                    grown_pool = np.empty(pool_cap, np.int32)
-                    grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
-                    pool = grown_pool
-                pool[set_off[n_sets] : end] = buf[:n_buf]
-                set_off[n_sets + 1] = end
-                set_hash[n_sets] = h
-                slots[slot] = n_sets + 1
+                pool, set_off, set_hash, slots, trans = _add_set(pool, set_off, set_hash, slots, trans, n_sets,
+                                                                 slot, h, buf[:n_buf])
                 n_sets += 1
-                if 2 * n_sets > table_size:  # rehash
-                    table_size *= 2
-                    slots = np.zeros(table_size, np.int64)
-                    for d in range(n_sets):
-                        sl = set_hash[d] & np.uint64(table_size - 1)
-                        while slots[sl] != 0:
-                            sl = (sl + np.uint64(1)) & np.uint64(table_size - 1)
-                        slots[sl] = d + 1
+                table_size = slots.shape[0]
             trans[s, a] = found
             prev_found = found
         s += 1
@@ -966,27 +992,7 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
     s = 0
     while s < n_sets:
         lo, hi = set_off[s], set_off[s + 1]
-        n_touched = 0
-        for k in range(lo, hi):
-            x = pool[k]
-            for j in range(edge_off[x], edge_off[x + 1]):
-                c = edge_cls[j]
-                if count[c] == 0:
-                    touched[n_touched] = c
-                    n_touched += 1
-                count[c] += 1
-        pos = 0
-        for i in range(n_touched):
-            c = touched[i]
-            bucket_off[c] = pos
-            pos += count[c]
-            count[c] = 0  # reused as a fill cursor
-        for k in range(lo, hi):
-            x = pool[k]
-            for j in range(edge_off[x], edge_off[x + 1]):
-                c = edge_cls[j]
-                bucket[bucket_off[c] + count[c]] = edge_tgt[j]
-                count[c] += 1
+        n_touched = _scatter_by_class(pool, lo, hi, edge_off, edge_cls, edge_tgt, count, touched, bucket_off, bucket)
         prev_off = -1
         prev_cnt = -1
         prev_found = -1
@@ -1026,36 +1032,10 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
                 if n_sets >= max_states:
                     return trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1
                 found = n_sets
-                if n_sets == set_cap:  # grow the per-subset arrays
-                    set_cap *= 2
-                    grown_off = np.zeros(set_cap + 1, np.int64)
-                    grown_off[: n_sets + 1] = set_off[: n_sets + 1]
-                    set_off = grown_off
-                    grown_hash = np.empty(set_cap, np.uint64)
-                    grown_hash[:n_sets] = set_hash[:n_sets]
-                    set_hash = grown_hash
-                    grown_trans = np.full((set_cap, width), -1, np.int32)
-                    grown_trans[:n_sets] = trans[:n_sets]
-                    trans = grown_trans
-                end = set_off[n_sets] + n_buf
-                if end > pool_cap:
-                    pool_cap = max(2 * pool_cap, end)
-                    grown_pool = np.empty(pool_cap, np.int32)
-                    grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
-                    pool = grown_pool
-                pool[set_off[n_sets] : end] = bucket[off_c : off_c + n_buf]
-                set_off[n_sets + 1] = end
-                set_hash[n_sets] = h
-                slots[slot] = n_sets + 1
+                pool, set_off, set_hash, slots, trans = _add_set(pool, set_off, set_hash, slots, trans, n_sets,
+                                                                 slot, h, bucket[off_c : off_c + n_buf])
                 n_sets += 1
-                if 2 * n_sets > table_size:  # rehash
-                    table_size *= 2
-                    slots = np.zeros(table_size, np.int64)
-                    for d in range(n_sets):
-                        sl = set_hash[d] & np.uint64(table_size - 1)
-                        while slots[sl] != 0:
-                            sl = (sl + np.uint64(1)) & np.uint64(table_size - 1)
-                        slots[sl] = d + 1
+                table_size = slots.shape[0]
             trans[s, c] = found
             prev_off = off_c
             prev_cnt = n_buf

@@ -24,8 +24,34 @@ __all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Au
 MAX_CODE_POINT = 0x10FFFF
 
 
-@dataclass(frozen=True, slots=True)
-class CharClass:
+class _Node:
+    """What every node shares: its hash, computed once when it is built (from its children's
+    stored hashes), and pickling by rebuilding (so the hash is recomputed in the loading process,
+    where string hashes differ)."""
+
+    __slots__ = ("_hash",)
+
+    def __post_init__(self) -> None:
+        fields = self.__match_args__  # type: ignore[attr-defined]
+        object.__setattr__(self, "_hash", hash((type(self).__name__,) + tuple(getattr(self, f) for f in fields)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple:
+        return (type(self), tuple(getattr(self, f) for f in self.__match_args__))  # type: ignore[attr-defined]
+
+
+def _node(cls: type) -> type:
+    """A frozen, slotted dataclass node whose hash is the stored one (the dataclass decorator
+    would install a recomputing field hash)."""
+    cls = dataclass(frozen=True, slots=True)(cls)
+    cls.__hash__ = _Node.__hash__  # type: ignore[method-assign]
+    return cls
+
+
+@_node
+class CharClass(_Node):
     """One character from a set of code points.
 
     ``ranges``: sorted, disjoint, non-adjacent inclusive ``(lo, hi)`` pairs, surrogates excluded.
@@ -34,56 +60,23 @@ class CharClass:
 
     ranges: tuple[tuple[int, int], ...]
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("CharClass", self.ranges)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (CharClass, (self.ranges,))
-
-
-@dataclass(frozen=True, slots=True)
-class Concat:
+@_node
+class Concat(_Node):
     """The items one after another (at least two items)."""
 
     items: tuple["Node", ...]
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Concat", self.items)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Concat, (self.items,))
-
-
-@dataclass(frozen=True, slots=True)
-class Alt:
+@_node
+class Alt(_Node):
     """Any one of the items (at least two items)."""
 
     items: tuple["Node", ...]
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Alt", self.items)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Alt, (self.items,))
-
-
-@dataclass(frozen=True, slots=True)
-class Repeat:
+@_node
+class Repeat(_Node):
     """``item`` repeated ``min`` to ``max`` times (``max is None``: unbounded). Laziness is dropped:
     it does not change which strings match as a whole."""
 
@@ -91,36 +84,14 @@ class Repeat:
     min: int
     max: int | None
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Repeat", self.item, self.min, self.max)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Repeat, (self.item, self.min, self.max))
-
-
-@dataclass(frozen=True, slots=True)
-class Empty:
+@_node
+class Empty(_Node):
     """Matches the empty string only."""
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Empty",)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Empty, ())
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
+@_node
+class Group(_Node):
     """A capturing group, kept for later use (named captures); matches like ``item``.
 
     ``index`` is the 1-based group number, ``name`` the ``(?P<name>...)`` name or None.
@@ -130,20 +101,9 @@ class Group:
     index: int
     name: str | None = None
 
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Group", self.item, self.index, self.name)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Group, (self.item, self.index, self.name))
-
-
-@dataclass(frozen=True, slots=True)
-class Automaton:
+@_node
+class Automaton(_Node):
     """A deterministic finite automaton over code points; matches exactly the strings it accepts.
 
     States are ``0 .. len(accepting)-1`` (at least one); ``start`` is the initial state and
@@ -161,20 +121,10 @@ class Automaton:
     accepting: tuple[bool, ...]
     edges: tuple[tuple[tuple[tuple[tuple[int, int], ...], int], ...], ...]
 
-    _hash: int = field(init=False, repr=False, compare=False)
     chars: object = field(default=None, init=False, repr=False, compare=False)
     """The minimal character-level DFA this node was built from, when its builder kept it
     (``(table, accepting, atoms)`` of :mod:`logitgate.automata.boolean`): a cache that lets the
     DFA builder skip the position NFA; never part of equality."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("Automaton", self.start, self.accepting, self.edges)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple:  # rebuilt, so the hash is recomputed in the loading process
-        return (Automaton, (self.start, self.accepting, self.edges))
 
 
 Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group, Automaton]
