@@ -17,7 +17,8 @@ cache lookup costs one attribute read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from operator import attrgetter
+from typing import Any, Union
 
 __all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Automaton", "MAX_CODE_POINT"]
 
@@ -26,14 +27,13 @@ MAX_CODE_POINT = 0x10FFFF
 
 class _Node:
     """What every node shares: its hash, computed once when it is built (from its children's
-    stored hashes), and pickling by rebuilding (so the hash is recomputed in the loading process,
-    where string hashes differ)."""
+    stored hashes; see :func:`_node`), and pickling by rebuilding (so the hash is recomputed in the
+    loading process, where string hashes differ)."""
 
     __slots__ = ("_hash",)
 
-    def __post_init__(self) -> None:
-        fields = self.__match_args__  # type: ignore[attr-defined]
-        object.__setattr__(self, "_hash", hash((type(self).__name__,) + tuple(getattr(self, f) for f in fields)))
+    def __post_init__(self) -> None:  # replaced per class by _node
+        raise NotImplementedError
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[no-any-return]
@@ -43,9 +43,26 @@ class _Node:
 
 
 def _node(cls: type) -> type:
-    """A frozen, slotted dataclass node whose hash is the stored one (the dataclass decorator
-    would install a recomputing field hash)."""
+    """A frozen, slotted dataclass node whose hash is stored when it is built: the dataclass
+    decorator would install a hash recomputed from the fields (and so from the whole tree) on
+    every call."""
     cls = dataclass(frozen=True, slots=True)(cls)
+    name, fields = cls.__name__, cls.__match_args__  # type: ignore[attr-defined]
+    setter = object.__setattr__
+    if not fields:
+        def post_init(self: Any) -> None:
+            setter(self, "_hash", hash((name,)))
+    elif len(fields) == 1:
+        get_one = attrgetter(fields[0])
+
+        def post_init(self: Any) -> None:
+            setter(self, "_hash", hash((name, get_one(self))))
+    else:
+        get_all = attrgetter(*fields)
+
+        def post_init(self: Any) -> None:
+            setter(self, "_hash", hash((name,) + get_all(self)))
+    cls.__post_init__ = post_init  # type: ignore[attr-defined]
     cls.__hash__ = _Node.__hash__  # type: ignore[method-assign]
     return cls
 
