@@ -364,15 +364,16 @@ def _minimize_chars(
     """Trim (unless every state is known to be live: ``trimmed``) and minimise the
     character-level DFA; the start becomes state 0 (None: empty)."""
     n = table.shape[0]
-    live = np.ones(n, np.bool_) if trimmed else coreachable(table, accepting).any(axis=1)
-    if not live[0]:
-        return None
-    if not trimmed and not live.all():
-        keep = np.flatnonzero(live)
-        remap = np.full(n + 1, -1, np.int32)  # remap[-1] == -1 keeps missing moves missing
-        remap[keep] = np.arange(len(keep), dtype=np.int32)
-        table = remap[table[keep]]
-        accepting = accepting[keep]
+    if not trimmed:
+        live = coreachable(table, accepting).any(axis=1)
+        if not live[0]:
+            return None
+        if not live.all():
+            keep = np.flatnonzero(live)
+            remap = np.full(n + 1, -1, np.int32)  # remap[-1] == -1 keeps missing moves missing
+            remap[keep] = np.arange(len(keep), dtype=np.int32)
+            table = remap[table[keep]]
+            accepting = accepting[keep]
     if accepting.shape[1] == 1:
         labels = accepting[:, 0].astype(np.int32)
         n_labels = 2

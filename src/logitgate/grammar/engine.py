@@ -385,10 +385,9 @@ class CFGEngine:
             return hit
         first_ok = self._all_bytes if first is None else first
         exp = np.ascontiguousarray(exp)
-        body = None
-        few = lex != self.lexer.start and int(ek.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
-        if first is None and lex != self.lexer.start and not few:
-            body = self._body_walk(lex, exp)
+        inner = lex != self.lexer.start
+        few = inner and int(ek.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
+        body = self._body_walk(lex, exp) if first is None and inner and not few else None
         chained = None
         if few:  # a key's next letters, say: walking the trie costs less than any table or cache
             inside, bnd_node, bnd_state, trie = self._direct_walk(lex, exp, first_ok)
@@ -422,7 +421,8 @@ class CFGEngine:
         return hit
 
     def _direct_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
-        """``_lexer_walk`` without the shared cache (for states with few viable bytes)."""
+        """The lexer-only walk from ``lex`` itself (``_lexer_walk`` without its shared cache: for
+        states with few viable bytes, and for what that cache misses)."""
         trie = self.trie
         inside = np.zeros(self.mask_words, dtype=np.uint32)
         bnd_node = np.empty(trie.n_nodes, np.int32)
@@ -455,12 +455,7 @@ class CFGEngine:
                     return found[0], found[1].copy(), order[found[2]], trie
             else:
                 order = None
-        inside = np.zeros(self.mask_words, dtype=np.uint32)
-        bnd_node = np.empty(trie.n_nodes, np.int32)
-        bnd_state = np.empty(trie.n_nodes, np.int32)
-        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
-                               bnd_node, bnd_state))
-        bnd_node, bnd_state = bnd_node[:nb].copy(), bnd_state[:nb].copy()
+        inside, bnd_node, bnd_state, _ = self._direct_walk(lex, exp, first_ok)
         if order is not None:
             # canonical numbers of the boundary states; number 0 is the root row, so lex met
             # again deeper in the walk has its own number (the first one after 0, if any)
