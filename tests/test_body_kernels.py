@@ -1,5 +1,8 @@
 """The string-body kernels (``logitgate.kernels.body_kernels``) against a plain-Python reference:
-set propagation over the lexer DFA, one continuation level at a time, and a chain built from it."""
+set propagation over the lexer DFA, one continuation level at a time, and a chain built from it.
+With every terminal expected the kernels see the raw lexer (a state is "the same" as itself only);
+restricted to an expected set, states that behave alike for it are one (checked against a
+bisimulation of the lexer)."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +62,20 @@ def ref_chain(trans, accepts, lex, limit):
     return states, mids
 
 
+def all_of(engine) -> tuple:
+    """The kernels' view of ``engine``'s lexer with every terminal expected."""
+    return engine._restriction(np.full(engine.lexer.acc_bits.shape[1], ~np.uint64(0)))
+
+
+def raw_view(trans: np.ndarray, accepts: np.ndarray) -> tuple:
+    """A restriction over a bare table: one terminal, every state viable, no components."""
+    n = trans.shape[0]
+    acc = accepts.astype(np.uint64).reshape(n, 1)
+    ones = np.ones(1, np.uint64)
+    return (trans, acc, np.ones((n, 1), np.uint64), ones, np.zeros(1, np.uint64), ones.copy(),
+            np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
 GRAMMARS = [
     logitgate.Grammar.from_json_schema({"type": "object", "properties": {
         "a": {"type": "string", "maxLength": 12}, "b": {"type": "string", "minLength": 2, "pattern": "^[a-zé]+$"},
@@ -70,17 +87,19 @@ GRAMMARS = [
 
 @pytest.mark.parametrize("grammar", GRAMMARS, ids=["schema", "lark", "json"])
 def test_chain_and_mids_equal_the_reference(grammar, tok_spm):
-    engine = logitgate.compile(grammar, tok_spm).engine
+    engine = logitgate.compile(grammar, tok_spm, cache=False).engine
     trans = engine.lexer.trans
     accepts = engine.lexer.acc_bits.any(axis=1)
+    R = all_of(engine)
     bodies = 0
     for s in range(engine.lexer.n_states):
         row = trans[s, _PLAIN]
         succ = int(np.bincount(row + 1).argmax()) - 1
         mids = np.empty(256, np.int64)
-        end = bk.utf8_mids(trans, accepts.astype(np.uint8), bk.UTF8_FORMS, s, succ, mids, 0)
+        end = bk.utf8_mids(R, bk.UTF8_FORMS, s, succ, mids, 0)
         assert (None if end < 0 else tuple(mids[:end].tolist())) == ref_utf8_to(trans, accepts, s, succ)
-        got = engine._plain_chain(s, 20)
+        # memoised with the suffixes of earlier chains: the same as each chain computed afresh
+        got = engine._plain_chain(R, b"all", s, 20)
         want = ref_chain(trans, accepts, s, 20)
         if want is None:
             assert got is None
@@ -96,10 +115,11 @@ def test_chain_and_mids_equal_the_reference(grammar, tok_spm):
 def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
     """``body_entry`` (the step into a body) and ``body_steps`` (how far a walk goes on) against
     the numpy formulation they replace, for every lexer state and several expected sets."""
-    engine = logitgate.compile(grammar, tok_spm).engine
+    engine = logitgate.compile(grammar, tok_spm, cache=False).engine
     lx = engine.lexer
     trans = lx.trans
     accepts = lx.acc_bits.any(axis=1)
+    R = all_of(engine)
     rng = np.random.default_rng(7)
     exps = [np.full(lx.acc_bits.shape[1], ~np.uint64(0)), np.zeros(lx.acc_bits.shape[1], np.uint64)]
     exps += [rng.integers(0, 2**63, lx.acc_bits.shape[1], dtype=np.int64).astype(np.uint64) for _ in range(4)]
@@ -107,7 +127,7 @@ def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
     for s in range(lx.n_states):
         elsewhere = np.zeros(256, np.uint8)
         first = np.empty(256, np.int64)
-        succ, n = bk.body_entry(trans, accepts.astype(np.uint8), bk.PLAIN_ASCII, bk.UTF8_FORMS, s, elsewhere, first)
+        succ, n = bk.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, s, elsewhere, first)
         if accepts[s]:
             assert succ == -2
             continue
@@ -124,7 +144,7 @@ def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
             want_else[0xC2:0xF5] = 1
             mids = ()
         assert elsewhere.tolist() == want_else.tolist() and tuple(first[:n].tolist()) == mids
-        chain = engine._plain_chain(succ, 20)
+        chain = engine._plain_chain(R, b"all", succ, 20)
         if chain is None:
             continue
         states, cm, off = chain
@@ -180,17 +200,171 @@ def test_a_frontier_past_the_cap_is_not_a_body() -> None:
     holds, or more mids than the buffer, make the kernels answer "not a body" (the caller then
     walks the whole trie: slower, never wrong)."""
     trans, accepts = _utf8_table(False)
+    R = raw_view(trans, accepts)
     mids = np.empty(4096, np.int64)
-    n = bk.utf8_mids(trans, accepts, bk.UTF8_FORMS, 0, 0, mids, 0)
+    n = bk.utf8_mids(R, bk.UTF8_FORMS, 0, 0, mids, 0)
     assert n > 0 and tuple(mids[:n].tolist()) == ref_utf8_to(trans, accepts.astype(bool), 0, 0)
     fanned, acc2 = _utf8_table(True)
+    R2 = raw_view(fanned, acc2)
     assert fanned.shape[0] > 12 * 64  # the fan-out is there
-    assert bk.utf8_mids(fanned, acc2, bk.UTF8_FORMS, 0, 0, mids, 0) == -1
+    assert bk.utf8_mids(R2, bk.UTF8_FORMS, 0, 0, mids, 0) == -1
     states = np.empty(8, np.int64)
     off = np.zeros(9, np.int64)
-    assert bk.plain_chain(fanned, acc2, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == -1
+    assert bk.plain_chain(R2, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == -1
     # a mids buffer too small for one step is an overflow too
-    assert bk.plain_chain(trans, accepts, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, np.empty(n - 1, np.int64),
-                          off) == -1
-    assert bk.plain_chain(trans, accepts, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == 8
+    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, np.empty(n - 1, np.int64), off) == -1
+    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == 8
     assert states.tolist() == [0] * 8 and off[8] == 8 * n  # the self-loop, copied step by step
+
+
+class Bisim:
+    """Which lexer states behave alike for the terminals ``sel`` (viability for ``exp | ign``):
+    a breadth-first bisimulation over pairs of states, observing per state whether the walk goes
+    on there and which of ``sel``'s terminals end there."""
+
+    def __init__(self, lx, exp: np.ndarray, sel: np.ndarray) -> None:
+        self.lx, self.sel = lx, sel
+        self.live = exp | lx.ignore_bits
+        self.memo: dict[tuple[int, int], bool] = {}
+
+    def canon(self, t: int) -> int:
+        return t if t >= 0 and (self.lx.reach_bits[t] & self.live).any() else -1
+
+    def obs(self, x: int):
+        x = self.canon(x)
+        return None if x < 0 else (self.lx.acc_bits[x] & self.sel).tobytes()
+
+    def same(self, a: int, b: int) -> bool:
+        key = (min(a, b), max(a, b))
+        if a == b:
+            return True
+        if key not in self.memo:
+            seen, todo, ok = set(), [key], True
+            while todo and ok:
+                x, y = todo.pop()
+                if x == y or (x, y) in seen:
+                    continue
+                seen.add((x, y))
+                ox, oy = self.obs(x), self.obs(y)
+                ok = ox == oy
+                if ok and ox is not None:
+                    todo += [(int(p), int(q)) for p, q in zip(self.lx.trans[x], self.lx.trans[y])]
+            self.memo[key] = ok
+        return self.memo[key]
+
+    def ends(self, s: int) -> bool:
+        return bool((self.lx.acc_bits[s] & self.sel).any())
+
+
+def ref_restricted_utf8(trans, B: Bisim, s: int, succ: int):
+    mids: list[int] = []
+    for leads, conts in _FORMS:
+        frontier = {B.canon(int(trans[s, b])) for b in leads}
+        if succ < 0:
+            if frontier != {-1}:
+                return None
+            continue
+        for lo, hi in conts:
+            if -1 in frontier:
+                return None
+            mids += [f for f in frontier if f not in mids]
+            frontier = {B.canon(int(trans[f, b])) for f in frontier for b in range(lo, hi + 1)}
+        if not all(B.same(f, succ) for f in frontier):
+            return None
+    if any(B.ends(m) for m in mids):
+        return None
+    return tuple(sorted(mids))
+
+
+def ref_restricted_chain(trans, B: Bisim, s: int, limit: int):
+    states, mids = [], []
+    while len(states) < limit:
+        succ = B.canon(int(trans[s, _PLAIN[0]]))
+        if not all(B.same(B.canon(int(trans[s, b])), succ) for b in _PLAIN) or B.ends(s):
+            return None
+        m = ref_restricted_utf8(trans, B, s, succ)
+        if m is None:
+            return None
+        if succ < 0:
+            break
+        states.append(succ)
+        mids.append(m)
+        if B.same(succ, s):
+            states += [s] * (limit - len(states))
+            mids += [m] * (limit - len(mids))
+            break
+        s = succ
+    return states, mids
+
+
+def test_restricted_kernels_equal_a_bisimulation(tok_spm, monkeypatch):
+    """For the expected sets a walk meets in a schema whose keys and string values share lexer
+    states (other keys allowed, length limits), the restricted kernels agree with the reference
+    built on a bisimulation of the lexer: ``same_for`` is exactly "behaves alike for the expected
+    terminals", and the step into a body and its chain follow from it."""
+    from logitgate.grammar.engine import CFGEngine
+
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 6}, "note": {"type": "string"},
+        "nick": {"type": "string", "pattern": "^[a-z]+$"}},
+        "additionalProperties": {"type": "string", "maxLength": 4}}
+    compiled = logitgate.compile(logitgate.Grammar.from_json_schema(schema), tok_spm, cache=False)
+    engine = compiled.engine
+    seen: dict[tuple[int, bytes], np.ndarray] = {}
+    partial = CFGEngine._partial_mask
+
+    def record(self, lex, exp, first=None):
+        seen.setdefault((int(lex), exp.tobytes()), exp.copy())
+        return partial(self, lex, exp, first)
+
+    monkeypatch.setattr(CFGEngine, "_partial_mask", record)
+    m = logitgate.Matcher(compiled)
+    for piece in ['{"name":"Ada é","note":"any text at all","nick":"ab","zq":"x1"}']:
+        for ch in piece:
+            m.fill_next_token_bitmask(logitgate.allocate_token_bitmask(1, tok_spm.vocab_size))
+            assert m.accept_string(ch)
+    lx = engine.lexer
+    trans = lx.trans
+    pairs_alike = bodies = mixed = 0
+    for (lex, _), exp in seen.items():
+        if lex == lx.start:
+            continue
+        R = engine._restriction(exp)
+        B = Bisim(lx, exp, R[5])
+        targets = sorted({B.canon(int(trans[lex, b])) for b in _PLAIN})
+        for a in targets:
+            for b in targets:
+                if a >= 0 and b >= 0:
+                    assert bool(bk.same_for(R, a, b)) == B.same(a, b)
+                    pairs_alike += a != b and B.same(a, b)
+        elsewhere = np.zeros(256, np.uint8)
+        first = np.empty(256, np.int64)
+        succ, n = bk.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, elsewhere, first)
+        if B.ends(lex):
+            assert succ == -2
+            continue
+        vals = [B.canon(int(trans[lex, b])) for b in _PLAIN]
+        counts = {v: vals.count(v) for v in vals}
+        want = min(v for v in counts if counts[v] == max(counts.values()))
+        assert succ == want
+        if succ < 0:
+            continue
+        want_else = [b for b, v in zip(_PLAIN, vals) if not B.same(v, succ)]
+        mids = ref_restricted_utf8(trans, B, lex, succ)
+        if mids is None:
+            want_else += list(range(0xC2, 0xF5))
+            mids = ()
+        assert np.flatnonzero(elsewhere).tolist() == sorted(want_else) and tuple(first[:n].tolist()) == mids
+        chain = engine._chain_steps(R, succ, 12)
+        ref = ref_restricted_chain(trans, B, succ, 12)
+        if ref is None:
+            assert chain is None
+            continue
+        states, cm, off, _ = chain
+        assert states.tolist() == ref[0]
+        assert [tuple(cm[off[k]:off[k + 1]].tolist()) for k in range(len(states))] == list(ref[1])
+        bodies += 1
+        mixed += len({int(trans[lex, b]) for b in _PLAIN if vals[_PLAIN.index(b)] >= 0}) > 1
+    # the restriction mattered: distinct states were one, and states with plain characters going
+    # to several states were still string bodies
+    assert pairs_alike > 0 and bodies > 0 and mixed > 0

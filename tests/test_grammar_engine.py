@@ -1267,3 +1267,39 @@ def test_json_key_masks_with_few_viable_bytes_equal_brute_force(tok_spm, monkeyp
         assert m.accept_token(t)
     assert m.is_accepting()
     assert len(calls) >= 5  # the key's letters went through the direct walk
+
+
+def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_spm, monkeypatch):
+    """A string value whose lexer states also run the prefixes of keys (other keys allowed) and
+    length counters is a string body for the value's expected set (states that run the same
+    states of the expected terminals count as one), and its masks still equal the brute force."""
+    from logitgate.grammar.engine import CFGEngine
+
+    shapes = []
+    body_shape = CFGEngine._body_shape
+
+    def counting(self, lex, exp, split):
+        got = body_shape(self, lex, exp, split)
+        from logitgate.kernels.body_kernels import PLAIN_ASCII
+
+        live = exp | self.lexer.ignore_bits  # the plain characters' targets where the walk goes on
+        targets = {int(t) for t in self.lexer.trans[lex, PLAIN_ASCII] if t >= 0 and (self.lexer.reach_bits[t] & live).any()}
+        # a body where every plain character goes on alike, to several distinct states
+        shapes.append(got is not None and len(targets) > 1 and not got[4][PLAIN_ASCII].any())
+        return got
+
+    monkeypatch.setattr(CFGEngine, "_body_shape", counting)
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 40}, "note": {"type": "string"}},
+        "additionalProperties": {"type": "string", "maxLength": 30}}
+    compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
+    text = '{"name":"Ada Lovelace, Countess","note":"nothing to add here at all","nab":"a b c"}'
+    leading, ids = encoder(tok_spm).encode(text, tok_spm)
+    m = lg.Matcher(compiled, max_rollback=-1)
+    assert not leading or m.accept_bytes(leading)
+    rng = random.Random("restricted-bodies")
+    for t in ids:
+        check_mask_brute_force(m, tok_spm, rng, full=False, n_confirm=40)
+        assert m.accept_token(t)
+    assert m.is_accepting()
+    assert any(shapes)

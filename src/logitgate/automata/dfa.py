@@ -67,6 +67,11 @@ class ByteDFA:
     Constructed as ``ByteDFA(transitions, start, accepting, reachable, byte_classes,
     class_transitions)``; ``transitions`` may be None, and is then built from the class table on
     first use (a regex's mask walk and steps use the class table alone).
+
+    ``components`` (a union of several patterns' DFAs, else None): ``(off, pattern, part)``, the
+    states of the patterns' own DFAs that state ``s`` runs, ``part[off[s]:off[s + 1]]`` (ids
+    unique over all patterns, ascending) with their patterns. Two states whose components for a
+    set of patterns are equal behave alike for those patterns, whatever they do for the others.
     """
 
     _transitions: np.ndarray | None
@@ -75,6 +80,7 @@ class ByteDFA:
     reachable: np.ndarray
     byte_classes: np.ndarray
     class_transitions: np.ndarray
+    components: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def transitions(self) -> np.ndarray:
@@ -181,7 +187,7 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     minimal = _minimize_chars(table, accepting)
     if minimal is None:
         return _empty_dfa(len(nodes))
-    table, accepting = minimal
+    table, accepting, _ = minimal
     columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states, limit)
     return _canonical(columns, byte_column, accepting)
 
@@ -248,7 +254,7 @@ def _from_automaton(node: Node, max_states: int, limit: str) -> ByteDFA | None:
     accepting_ext[-1, 0] = True
     minimal = _minimize_chars(ext, accepting_ext, trimmed=True)  # every state leads to the chain's end
     assert minimal is not None
-    table, accepting_min = minimal
+    table, accepting_min, _ = minimal
     return _canonical(table, _IDENTITY_COLUMNS, accepting_min)
 
 
@@ -320,16 +326,17 @@ def _union_dfa(parts: Sequence[ByteDFA | bytes], max_states: int, limit: str) ->
         flat, state_off, flat_off, byte_classes, acc, np.asarray(dfa_ids, np.int32), lit, lit_off,
         np.asarray(lit_ids, np.int32))
     # the union's subsets are not minimal yet: allow some slack before the minimal size is checked
-    trans, accepting, status = determinize_dfas(table, pattern_of, accept_of, start, len(parts), 4 * max_states)
+    trans, accepting, status, members, member_off = determinize_dfas(
+        table, pattern_of, accept_of, start, len(parts), 4 * max_states)
     if status:
         raise _too_many_states(max_states, limit)
     check_deadline("lexer union determinised")
     minimal = _minimize_chars(trans, accepting, trimmed=True)  # every subset holds a live state
     assert minimal is not None
-    trans, accepting = minimal
+    trans, accepting, reps = minimal
     if trans.shape[0] > max_states:
         raise _too_many_states(max_states, limit)
-    return _canonical(trans, byte_column, accepting)
+    return _canonical(trans, byte_column, accepting, (member_off, members, pattern_of, reps))
 
 
 def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitError:
@@ -360,10 +367,12 @@ def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states
 
 def _minimize_chars(
     table: np.ndarray, accepting: np.ndarray, trimmed: bool = False
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Trim (unless every state is known to be live: ``trimmed``) and minimise the
-    character-level DFA; the start becomes state 0 (None: empty)."""
+    character-level DFA; the start becomes state 0 (None: empty). Returns ``(table, accepting,
+    reps)``, ``reps[q]``: an input state that minimal state ``q`` stands for."""
     n = table.shape[0]
+    keep = None  # the input states kept by trimming (None: all)
     if not trimmed:
         live = coreachable(table, accepting).any(axis=1)
         if not live[0]:
@@ -383,7 +392,8 @@ def _minimize_chars(
         n_labels = len(first)
     block, reps = hopcroft(np.ascontiguousarray(table), labels, n_labels)
     new_id = np.append(block, np.int32(-1))  # blocks are numbered by first state: start stays 0
-    return np.ascontiguousarray(new_id[table[reps]]), np.ascontiguousarray(accepting[reps])
+    table_min = np.ascontiguousarray(new_id[table[reps]])
+    return table_min, np.ascontiguousarray(accepting[reps]), reps if keep is None else keep[reps]
 
 
 _AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
@@ -446,17 +456,29 @@ def _expand(
     return columns, byte_column, full_accepting
 
 
-def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarray,
+               subsets: tuple[np.ndarray, ...] | None = None) -> ByteDFA:
     """Exact byte classes, breadth-first renumbering from state 0 (successors in byte order) and
     co-reachability (``automata_kernels.canonical_classes``). ``columns[s, byte_column[b]]`` is
-    the move of state ``s`` on byte ``b``."""
+    the move of state ``s`` on byte ``b``. ``subsets`` (a union): ``(off, members, pattern_of,
+    reps)``, state ``s`` runs the parts' states ``members[off[reps[s]]:off[reps[s] + 1]]``."""
     byte_classes, class_transitions, order = canonical_classes(columns, byte_column)
     accepting = np.ascontiguousarray(accepting[order])
     if accepting.shape[1] == 1:
         reachable = np.ones_like(accepting)
     else:
         reachable = coreachable(class_transitions, accepting)
-    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions)  # transitions: on first use
+    components = None
+    if subsets is not None:
+        off, members, pattern_of, reps = subsets
+        sub = reps[order]
+        lo = off[sub]
+        counts = off[sub + 1] - lo
+        new_off = np.zeros(len(sub) + 1, np.int64)
+        np.cumsum(counts, out=new_off[1:])
+        part = members[np.repeat(lo - new_off[:-1], counts) + np.arange(new_off[-1])]
+        components = (new_off, np.ascontiguousarray(pattern_of[part]), np.ascontiguousarray(part))
+    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions, components)
 
 
 def _empty_dfa(n_patterns: int) -> ByteDFA:
@@ -477,8 +499,9 @@ def _freeze(
     reachable: np.ndarray,
     byte_classes: np.ndarray,
     class_transitions: np.ndarray,
+    components: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> ByteDFA:
-    for a in (transitions, accepting, reachable, byte_classes, class_transitions):
+    for a in (transitions, accepting, reachable, byte_classes, class_transitions, *(components or ())):
         if a is not None:
             a.flags.writeable = False
-    return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions)
+    return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions, components)

@@ -247,9 +247,7 @@ class CFGEngine:
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
-        self._accept_any: np.ndarray | None = None  # see _accepts
-        self._chains: dict[int, tuple | None] = {}  # see _plain_chain
-        self._bodies: dict[int, tuple | None] = {}  # see _body_shape
+        self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -471,45 +469,94 @@ class CFGEngine:
 
     # -- string bodies: plain tokens by length, the rest walked -----------------------------------
 
-    def _accepts(self) -> np.ndarray:
-        """Per lexer state: 1 where a lexeme ends (uint8, computed once)."""
-        acc = self._accept_any
-        if acc is None:
-            acc = self._accept_any = self.lexer.acc_bits.any(axis=1).astype(np.uint8)
-        return acc
+    def _restriction(self, exp: np.ndarray) -> tuple:
+        """The body kernels' view of the lexer for expected set ``exp`` (``body_kernels.R``): the
+        terminals a walk looks at are ``exp`` and the ignored ones (all of them, for a global
+        lexer, where any match ends a lexeme)."""
+        lx = self.lexer
+        sel = exp | lx.ignore_bits if lx.mode == 0 else np.full(exp.shape[0], ~np.uint64(0))
+        return (lx.trans, lx.acc_bits, lx.reach_bits, exp, lx.ignore_bits, sel, lx.comp_off, lx.comp_term,
+                lx.comp_part)
 
-    def _plain_chain(self, lex: int, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _plain_chain(self, R: tuple, key: bytes, lex: int, limit: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(states, mids, off)``: the states plain characters lead through from ``lex`` (at most
         ``limit``, ending before the first refused character), and the states inside multi-byte
         characters on the way to ``states[k]``, ``mids[off[k]:off[k + 1]]``; None when some state
-        on the way is not a string body (see ``body_kernels.plain_chain``). Memoised per state."""
-        got = self._chains.get(lex, False)
-        if got is False:
-            limit = max(limit, 0)
-            states = np.empty(limit, np.int64)
-            mids = np.empty(16 * limit + 256, np.int64)
-            off = np.zeros(limit + 1, np.int64)
-            n = bk.plain_chain(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), limit,
-                               states, mids, off)
-            got = None if n < 0 else (states[:n].copy(), mids[:off[n]].copy(), off[:n + 1].copy())
-            self._chains[lex] = got
-        return got
+        on the way is not a string body for the restriction ``R`` (see
+        ``body_kernels.plain_chain``).
 
-    def _body_shape(self, lex: int, split: Any) -> tuple | None:
-        """What ``_body_walk`` needs of lexer state ``lex`` whatever the expected set: the chain
+        Memoised per (state, ``key``: the expected set ``R`` is for) together with every suffix:
+        a string's next state continues the chain of the one before, so a length counter (a
+        ``maxLength``) costs one step per token rather than a whole chain."""
+        memo = self._chain_memo
+        limit = max(limit, 0)
+        hit = memo.get((lex, key))
+        if hit is False:
+            return None
+        if hit is None:
+            base = self._chain_steps(R, lex, limit)
+            if base is None:
+                memo[(lex, key)] = False
+                return None
+            k = 0
+        else:
+            base, k = hit
+        states, mids, off, end = base
+        n = states.shape[0] - k
+        if n < limit and end != "ends":  # the stored chain stops short of this one: go on
+            if end == "loops":  # its last step again and again
+                more = (np.repeat(states[-1:], limit - n), np.tile(mids[off[-2]:], limit - n),
+                        np.arange(limit - n + 1, dtype=np.int64) * (off[-1] - off[-2]), "loops")
+            else:
+                more = self._chain_steps(R, int(states[-1]) if states.shape[0] else lex, limit - n)
+                if more is None:
+                    memo[(lex, key)] = False
+                    return None
+            m_states, m_mids, m_off, end = more
+            base = (np.concatenate((states[k:], m_states)), np.concatenate((mids[off[k]:], m_mids)),
+                    np.concatenate((off[k:] - off[k], m_off[1:] + (off[-1] - off[k]))), end)
+            states, mids, off, _ = base
+            k, n = 0, states.shape[0]
+        if k == 0:  # a new chain: this state's, and the suffix of every state on it
+            if len(memo) > 16384:
+                memo.clear()
+            memo[(lex, key)] = (base, 0)
+            for j, s in reversed(list(enumerate(states.tolist()))):  # a repeated state: its first suffix
+                memo[(s, key)] = (base, j + 1)
+        n = min(n, limit)
+        return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
+
+    @staticmethod
+    def _chain_steps(R: tuple, lex: int, limit: int) -> tuple | None:
+        """``body_kernels.plain_chain`` from ``lex``: ``(states, mids, off, end)``, ``end`` what
+        comes after its last step: "ends" (no plain character goes on), "loops" (the last step
+        again: a state repeated at the end) or "more" (it stopped at ``limit``); None: not a
+        string body."""
+        states = np.empty(limit, np.int64)
+        mids = np.empty(16 * limit + 256, np.int64)
+        off = np.zeros(limit + 1, np.int64)
+        n = bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), limit, states, mids, off)
+        if n < 0:
+            return None
+        end = "ends" if n < limit else "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
+        return states[:n].copy(), mids[:off[n]].copy(), off[:n + 1].copy(), end
+
+    def _body_shape(self, lex: int, exp: np.ndarray, split: Any) -> tuple | None:
+        """What ``_body_walk`` needs of lexer state ``lex`` for the expected set ``exp``: the chain
         ``every`` (the state after one plain character, then along its chain), the states inside
         multi-byte characters on the way to each (``first_mids`` into ``every[0]``, then the
         chain's ``mids``/``off``), the first bytes ``elsewhere``, and the plain tokens starting
         with them (``drop``, or None); None: not a string body."""
         if split.max_chars == 0:
             return None
+        R = self._restriction(exp)
         elsewhere = np.zeros(256, np.uint8)
         first_mids = np.empty(256, np.int64)
-        succ, n_first = bk.body_entry(self.lexer.trans, self._accepts(), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex),
-                                      elsewhere, first_mids)
+        succ, n_first = bk.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), elsewhere, first_mids)
         if succ < 0:
             return None  # a lexeme ends here, or most plain characters do: the full walk is short
-        chain = self._plain_chain(succ, split.max_chars - 1)
+        chain = self._plain_chain(R, exp.tobytes(), succ, split.max_chars - 1)
         if chain is None:
             return None
         states, mids, off = chain
@@ -529,7 +576,9 @@ class CFGEngine:
 
         Most plain characters (see ``TokenTrie.string_body``) lead from ``lex`` to one state, and
         from there every plain character leads on along one chain of states (a string body, a
-        length counter). A plain token of ``n`` characters that starts that way stays inside the
+        length counter). "One state" is up to the terminals the walk looks at: states that run
+        the same states of ``exp``'s terminals (a string value's body, beside the prefixes of
+        keys it cannot be here) count as one (``body_kernels.same_for``). A plain token of ``n`` characters that starts that way stays inside the
         lexeme exactly when the first ``n`` states of the chain (and the states inside its
         multi-byte characters) are viable for ``exp``; it never meets a lexeme's end, which no
         chain state accepts. So those tokens are one row of the table of plain tokens by length,
@@ -540,9 +589,7 @@ class CFGEngine:
         if split is None:
             return None
         lx = self.lexer
-        shape = self._bodies.get(lex, False)
-        if shape is False:
-            shape = self._bodies[lex] = self._body_shape(lex, split)
+        shape = self._body_shape(lex, exp, split)
         if shape is None:
             return None
         every, first_mids, mids, off, elsewhere, drop = shape

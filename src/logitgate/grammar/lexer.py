@@ -11,7 +11,7 @@ exactly "no byte of a lexeme read yet".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,9 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_NO_COMPONENTS = (_ro(np.zeros(0, np.int64)), _ro(np.zeros(0, np.int32)))
+
+
 @dataclass(frozen=True, eq=False)
 class LexerTables:
     trans: np.ndarray  # int32 [n_states, 256], -1 dead
@@ -46,6 +49,12 @@ class LexerTables:
     rank: np.ndarray  # int64 [n_words * 64]
     mode: int  # 0 contextual, 1 global
     has_lazy: bool
+    # per state, the states of the terminals' own DFAs it runs (see ByteDFA.components):
+    # comp_part[comp_off[s]:comp_off[s + 1]] (ascending ids), of terminals comp_term[...]; empty
+    # comp_off when unknown (a lexer of one terminal, or with embedded automata)
+    comp_off: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[0])
+    comp_term: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
+    comp_part: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
 
     @property
     def n_states(self) -> int:
@@ -143,11 +152,13 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         dfa = build_dfa(regex_terms, max_states=cap, limit=limit) if regex_terms else None
         if dfa is not None and dfa.start < 0 and len(regex_terms) == n_t:
             raise GrammarError("no terminal of the grammar matches any string")
+        components = None
         if len(regex_terms) == n_t:
             trans = np.asarray(dfa.transitions, dtype=np.int32)
             acc = np.asarray(dfa.accepting, dtype=bool)
             reach = np.asarray(dfa.reachable, dtype=bool)
             start = int(dfa.start)
+            components = dfa.components
         else:  # custom recognizers embedded as terminals: the product with their explored automata
             trans, acc, reach, start = _product(terms, dfa, cap, limit)
     except LimitError as e:
@@ -173,6 +184,13 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
     if live.size:
         new_reach[0] = reach[live].any(axis=0)
     reach = np.vstack([reach, new_reach])
+    comp = {}
+    if components is not None:  # the fresh start runs what the old one does
+        off, term, part = components
+        lo, hi = int(off[start]), int(off[start + 1])
+        comp = dict(comp_off=_ro(np.append(off, off[-1] + (hi - lo))),
+                    comp_term=_ro(np.concatenate([term, term[lo:hi]])),
+                    comp_part=_ro(np.concatenate([part, part[lo:hi]])))
     start = n
     rank = np.full(n_words * 64, -(2**40), dtype=np.int64)
     if cfg.lex_mode != "chars":  # chars mode: every match counts, no preferences
@@ -195,4 +213,5 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         rank=_ro(rank),
         mode=1 if cfg.lex_mode == "global" else 0,
         has_lazy=any(t.lazy for t in terms),
+        **comp,
     )

@@ -931,7 +931,9 @@ def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragm
 
 
 @njit(
-    types.Tuple((_i32_2d, _b1_2d, types.int64))(_i32_2d, _i32_1d, _b1_1d, _i32_1d, types.int64, types.int64),
+    types.Tuple((_i32_2d, _b1_2d, types.int64, _i32_1d, _i64_1d))(
+        _i32_2d, _i32_1d, _b1_1d, _i32_1d, types.int64, types.int64
+    ),
     cache=True,
     nogil=True,
 )
@@ -947,7 +949,8 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
     buckets; a bucket equal to the previous one reuses its target. Returns ``(trans, accepting,
     status)`` as :func:`determinize`: state 0 is ``start``, ``accepting[s, k]`` whether subset
     ``s`` holds an accepting state of DFA ``k``; ``status`` 1 when more than ``max_states``
-    subsets would be needed.
+    subsets would be needed; ``(members, member_off)``: subset ``s`` holds the states
+    ``members[member_off[s]:member_off[s + 1]]``, ascending (empty on status 1).
     """
     n, width = table.shape
     # the edges of each state, CSR
@@ -1030,7 +1033,8 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
                 slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
             if found < 0:
                 if n_sets >= max_states:
-                    return trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1
+                    return (trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1, np.zeros(0, np.int32),
+                            np.zeros(1, np.int64))
                 found = n_sets
                 pool, set_off, set_hash, slots, trans = _add_set(pool, set_off, set_hash, slots, trans, n_sets,
                                                                  slot, h, bucket[off_c : off_c + n_buf])
@@ -1047,7 +1051,7 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
             x = pool[k]
             if accept_of[x]:
                 accepting[s, pattern_of[x]] = True
-    return trans[:n_sets].copy(), accepting, 0
+    return trans[:n_sets].copy(), accepting, 0, pool[: set_off[n_sets]].copy(), set_off[: n_sets + 1].copy()
 
 
 @njit(

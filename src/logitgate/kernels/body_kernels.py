@@ -3,10 +3,13 @@
 
 A lexer state is a *string body* step when every plain character (printable ASCII other than
 ``"`` and ``\\``, and every valid non-ASCII character) leads from it to one same state, passing
-only states that accept no lexeme. These kernels find that state, the states inside multi-byte
+only states where no lexeme ends. These kernels find that state, the states inside multi-byte
 characters on the way, and the chain of such steps from a state (a string body, a length
-counter), over the lexer's ``trans[s, b]`` (-1: refused) and ``accepts[s]`` (a lexeme ends
-there).
+counter). "Same" and "ends" are for the terminals a walk looks at: the kernels read the lexer
+through ``R = (trans, acc_bits, reach_bits, exp, ign, sel, comp_off, comp_term, comp_part)``
+(``CFGEngine._restriction``): a move to a state that reaches nothing in ``exp`` or ``ign``
+stops the walk like a refused byte, only terminals in ``sel`` end a lexeme, and two states that
+run the same states of ``sel``'s terminals' own DFAs (``comp_*``, see ``LexerTables``) are one.
 """
 from __future__ import annotations
 
@@ -47,19 +50,101 @@ def _add(arr, n, v):  # pragma: no cover - compiled
     return n + 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _reaches(reach_bits, s, exp, ign):  # pragma: no cover - compiled
+    """Whether lexer state ``s`` can still reach a terminal in ``exp`` or ``ign`` (the same test
+    as ``earley_kernels._viable``, kept here: numba's cache does not follow a call into another
+    module, so an edit there would leave this module's compiled code stale)."""
+    for w in range(exp.shape[0]):
+        if reach_bits[s, w] & (exp[w] | ign[w]):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _canon(reach_bits, exp, ign, t):  # pragma: no cover - compiled
+    """``t``, or -1 when the walk stops there (refused, or no terminal it looks for reachable)."""
+    if t < 0 or not _reaches(reach_bits, t, exp, ign):
+        return -1
+    return t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends(acc_bits, sel, s):  # pragma: no cover - compiled
+    """Whether a lexeme the walk looks at (``sel``) ends in state ``s``."""
+    for w in range(sel.shape[0]):
+        if acc_bits[s, w] & sel[w]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same(off, term, part, sel, a, b):  # pragma: no cover - compiled
+    """Whether lexer states ``a`` and ``b`` (from :func:`_canon`) behave alike for the terminals
+    ``sel``: equal, or running the same states of those terminals' own DFAs (``comp_*``; then
+    every continuation reaches and ends the same of them). Always False between distinct states
+    when the components are unknown."""
+    if a == b:
+        return True
+    if a < 0 or b < 0 or off.shape[0] == 0:
+        return False
+    i, ie = off[a], off[a + 1]
+    j, je = off[b], off[b + 1]
+    one = np.uint64(1)
+    while True:
+        while i < ie and not (sel[term[i] >> 6] >> np.uint64(term[i] & 63)) & one:
+            i += 1
+        while j < je and not (sel[term[j] >> 6] >> np.uint64(term[j] & 63)) & one:
+            j += 1
+        if i == ie or j == je:
+            return i == ie and j == je
+        if part[i] != part[j]:
+            return False
+        i += 1
+        j += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cover - compiled
+    """``_same(t, succ)``, remembered per ``t`` in a small direct-mapped table (``memo_t`` all -3
+    when ``succ`` changes): the plain characters of a state go to a few states, again and again."""
+    if t == succ:
+        return True
+    slot = t & (memo_t.shape[0] - 1)
+    if memo_t[slot] == t:
+        return memo_v[slot]
+    v = _same(off, term, part, sel, t, succ)
+    memo_t[slot] = t
+    memo_v[slot] = v
+    return v
+
+
 @njit(cache=True, nogil=True)
-def utf8_mids(trans, accepts, forms, s, succ, mids, start):  # pragma: no cover - compiled
-    """Whether every valid non-ASCII character leads from ``s`` to ``succ`` (``-1``: every one
-    is refused), passing only states that accept no lexeme. If so, appends the states inside the
-    characters (distinct, sorted) to ``mids[start:]`` and returns the new end; else -1 (also
-    when ``mids`` or a frontier overflows: the caller then treats ``s`` as no body)."""
+def same_for(R, a, b):  # pragma: no cover - compiled
+    """:func:`_same` for the restriction ``R`` (see the module docstring)."""
+    return _same(R[6], R[7], R[8], R[5], a, b)
+
+
+@njit(cache=True, nogil=True)
+def utf8_mids(R, forms, s, succ, mids, start):  # pragma: no cover - compiled
+    """Whether every valid non-ASCII character leads from ``s`` to a state :func:`same_for` as
+    ``succ`` (``-1``: every one stops the walk), passing only states where the walk goes on and
+    no lexeme it looks at ends. If so, appends the states inside the characters (distinct,
+    sorted) to ``mids[start:]`` and returns the new end; else -1 (also when ``mids`` or a
+    frontier overflows: the caller then treats ``s`` as no body)."""
+    trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
     frontier = np.empty(_MAX_FRONTIER, np.int64)
     nxt = np.empty(_MAX_FRONTIER, np.int64)
     n_mids = start
     for k in range(forms.shape[0]):
         nf = 0
+        prev = -2  # runs of bytes with one target (most of a row) are looked at once
         for b in range(forms[k, 0], forms[k, 1] + 1):
-            nf = _add(frontier, nf, trans[s, b])
+            t = trans[s, b]
+            if t == prev:
+                continue
+            prev = t
+            nf = _add(frontier, nf, _canon(reach_bits, exp, ign, t))
             if nf < 0:
                 return -1
         if succ < 0:
@@ -85,41 +170,52 @@ def utf8_mids(trans, accepts, forms, s, succ, mids, start):  # pragma: no cover 
             nn = 0
             for i in range(nf):
                 f = frontier[i]
+                prev = -2
                 for b in range(lo, hi + 1):
-                    nn = _add(nxt, nn, trans[f, b])
+                    t = trans[f, b]
+                    if t == prev:
+                        continue
+                    prev = t
+                    nn = _add(nxt, nn, _canon(reach_bits, exp, ign, t))
                     if nn < 0:
                         return -1
             for i in range(nn):
                 frontier[i] = nxt[i]
             nf = nn
-        if nf != 1 or frontier[0] != succ:
-            return -1
+        for i in range(nf):
+            if not _same(off, term, part, sel, frontier[i], succ):
+                return -1
     for j in range(start, n_mids):
-        if accepts[mids[j]]:
+        if _ends(acc_bits, sel, mids[j]):
             return -1
     mids[start:n_mids].sort()
     return n_mids
 
 
 @njit(cache=True, nogil=True)
-def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off):  # pragma: no cover - compiled
-    """The chain of string-body steps from ``lex``: ``states[k]`` is the state after ``k + 1``
-    plain characters, the states inside multi-byte characters on the way to it are
-    ``mids[mid_off[k]:mid_off[k + 1]]``. Stops after ``limit`` steps or before the first state
-    where every plain character is refused. Returns the number of steps, or -1 when some state
-    on the way is not a body step (plain characters go different ways, it accepts a lexeme, or
-    a buffer overflows)."""
+def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: no cover - compiled
+    """The chain of string-body steps from ``lex``: ``states[k]`` is (a state :func:`same_for` as)
+    the state after ``k + 1`` plain characters, the states inside multi-byte characters on the
+    way to it are ``mids[mid_off[k]:mid_off[k + 1]]``. Stops after ``limit`` steps or before the
+    first state where every plain character stops the walk. Returns the number of steps, or -1
+    when some state on the way is not a body step (plain characters go different ways, a lexeme
+    the walk looks at ends there, or a buffer overflows)."""
+    trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
+    memo_t = np.empty(16, np.int64)
+    memo_v = np.empty(16, np.bool_)
     s = lex
     n = 0
     mid_off[0] = 0
     while n < limit:
-        succ = trans[s, plain[0]]
+        succ = _canon(reach_bits, exp, ign, trans[s, plain[0]])
+        memo_t[:] = -3
         for i in range(1, plain.shape[0]):
-            if trans[s, plain[i]] != succ:
+            t = _canon(reach_bits, exp, ign, trans[s, plain[i]])
+            if not _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):
                 return -1
-        if accepts[s]:
+        if _ends(acc_bits, sel, s):
             return -1
-        end = utf8_mids(trans, accepts, forms, s, succ, mids, mid_off[n])
+        end = utf8_mids(R, forms, s, succ, mids, mid_off[n])
         if end < 0:
             return -1
         if succ < 0:
@@ -127,7 +223,7 @@ def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off)
         states[n] = succ
         n += 1
         mid_off[n] = end
-        if succ == s:
+        if _same(off, term, part, sel, succ, s):
             # a self-loop (a string body): every later step is this one again
             k = end - mid_off[n - 1]
             while n < limit:
@@ -144,19 +240,20 @@ def plain_chain(trans, accepts, plain, forms, lex, limit, states, mids, mid_off)
 
 
 @njit(cache=True, nogil=True)
-def body_entry(trans, accepts, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover - compiled
+def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover - compiled
     """The step into a string body from lexer state ``lex``: the state ``succ`` most plain ASCII
     characters lead to (the smallest on a tie), with ``elsewhere[b] = 1`` for the plain characters
-    that go another way and for every non-ASCII lead byte when multi-byte characters do not all
-    lead to ``succ`` (see :func:`utf8_mids`; else the states inside them are ``first_mids[:n]``).
-    Returns ``(succ, n)``; ``succ = -2`` when ``lex`` accepts a lexeme (no body), ``-1`` when most
-    plain characters are refused."""
-    if accepts[lex]:
+    that go another way (to a state not :func:`same_for` as ``succ``) and for every non-ASCII lead
+    byte when multi-byte characters do not all lead to ``succ`` (see :func:`utf8_mids`; else the
+    states inside them are ``first_mids[:n]``). Returns ``(succ, n)``; ``succ = -2`` when a lexeme
+    the walk looks at ends at ``lex`` (no body), ``-1`` when most plain characters stop the walk."""
+    trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
+    if _ends(acc_bits, sel, lex):
         return -2, 0
     m = plain.shape[0]
     vals = np.empty(m, np.int64)
     for i in range(m):
-        vals[i] = trans[lex, plain[i]]
+        vals[i] = _canon(reach_bits, exp, ign, trans[lex, plain[i]])
     vals.sort()
     succ = vals[0]
     best = 0
@@ -171,26 +268,18 @@ def body_entry(trans, accepts, plain, forms, lex, elsewhere, first_mids):  # pra
         i = j
     if succ < 0:
         return -1, 0
+    memo_t = np.full(16, -3, np.int64)
+    memo_v = np.empty(16, np.bool_)
     for i in range(m):
-        if trans[lex, plain[i]] != succ:
+        t = _canon(reach_bits, exp, ign, trans[lex, plain[i]])
+        if not _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):
             elsewhere[plain[i]] = 1
-    n = utf8_mids(trans, accepts, forms, lex, succ, first_mids, 0)
+    n = utf8_mids(R, forms, lex, succ, first_mids, 0)
     if n < 0:
         for b in range(0xC2, 0xF5):
             elsewhere[b] = 1  # multi-byte characters go their own ways: the full walk
         n = 0
     return succ, n
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _reaches(reach_bits, s, exp, ign):  # pragma: no cover - compiled
-    """Whether lexer state ``s`` can still reach a terminal in ``exp`` or ``ign`` (the same test
-    as ``earley_kernels._viable``, kept here: numba's cache does not follow a call into another
-    module, so an edit there would leave this module's compiled code stale)."""
-    for w in range(exp.shape[0]):
-        if reach_bits[s, w] & (exp[w] | ign[w]):
-            return True
-    return False
 
 
 @njit(cache=True, nogil=True)
