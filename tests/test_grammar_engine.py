@@ -1289,11 +1289,23 @@ def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_sp
         return got
 
     monkeypatch.setattr(CFGEngine, "_body_shape", counting)
+    limits = []
+    chain_steps = CFGEngine._chain_steps
+
+    def steps(R, lex, limit):
+        limits.append(limit)
+        return chain_steps(R, lex, limit)
+
+    monkeypatch.setattr(CFGEngine, "_chain_steps", staticmethod(steps))
+    # "long" counts far past a memoised chain's length (twice the longest plain token)
     schema = {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 40}, "note": {"type": "string"}},
+        "name": {"type": "string", "maxLength": 40}, "note": {"type": "string"},
+        "long": {"type": "string", "maxLength": 250}},
         "additionalProperties": {"type": "string", "maxLength": 30}}
     compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
-    text = '{"name":"Ada Lovelace, Countess","note":"nothing to add here at all","nab":"a b c"}'
+    text = ('{"name":"Ada Lovelace, Countess","note":"nothing to add here at all","long":"'
+            + "the analytical engine weaves algebraic patterns just as the loom weaves flowers " * 2
+            + '","nab":"a b c"}')
     leading, ids = encoder(tok_spm).encode(text, tok_spm)
     m = lg.Matcher(compiled, max_rollback=-1)
     assert not leading or m.accept_bytes(leading)
@@ -1303,3 +1315,5 @@ def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_sp
         assert m.accept_token(t)
     assert m.is_accepting()
     assert any(shapes)
+    # the chains of "long"'s counter are computed once per max_chars characters, not per token
+    assert len(shapes) > len(limits) + 10

@@ -248,6 +248,7 @@ class CFGEngine:
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
+        self._chain_bases = 0  # chains computed since the memo was last emptied
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -433,13 +434,17 @@ class CFGEngine:
         """``(inside mask, boundary nodes, boundary states, the trie they are nodes of)`` of the
         lexer-only walk from ``lex``.
 
-        Inside a lexeme, the walk is shared across grammars over the same vocabulary: its result
-        depends only on the part of the lexer reachable within the trie's depth, so it is keyed by
-        :func:`~logitgate.kernels.earley_kernels.lexeme_signature` in a per-vocabulary cache (the
-        string states of every JSON schema, say, are walked once per process)."""
+        Inside a lexeme, a walk over all first bytes is shared across grammars over the same
+        vocabulary: its result depends only on the part of the lexer reachable within the trie's
+        depth, so it is keyed by :func:`~logitgate.kernels.earley_kernels.lexeme_signature` in a
+        per-vocabulary cache (the states of JSON's numbers and keys, say, are walked once per
+        process)."""
         trie = self.trie
         order = None
-        if lex != self.lexer.start:
+        # a walk over some first bytes only (the part of a string body's state that leaves it,
+        # chained by _partial_mask) rarely recurs in another grammar: its fingerprint would cost
+        # more than the hits it finds
+        if lex != self.lexer.start and first_ok is self._all_bytes:
             order = np.empty(SHARED_MAX_STATES, np.int32)
             if self._runs is None:
                 self._runs = ek.row_runs(self.lexer.trans)
@@ -486,9 +491,10 @@ class CFGEngine:
         on the way is not a string body for the restriction ``R`` (see
         ``body_kernels.plain_chain``).
 
-        Memoised per (state, ``key``: the expected set ``R`` is for) together with every suffix:
-        a string's next state continues the chain of the one before, so a length counter (a
-        ``maxLength``) costs one step per token rather than a whole chain."""
+        Memoised per (state, ``key``: the expected set ``R`` is for) together with the suffixes of
+        its first ``limit`` states: a string's next state continues the chain of the one before,
+        so a length counter (a ``maxLength``) is walked once per ``limit`` characters rather
+        than once per token."""
         memo = self._chain_memo
         limit = max(limit, 0)
         hit = memo.get((lex, key))
@@ -503,44 +509,43 @@ class CFGEngine:
         else:
             base, k = hit
         states, mids, off, end = base
+        # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
+        # its first ``limit`` states: a suffix is a whole chain
         n = states.shape[0] - k
-        if n < limit and end != "ends":  # the stored chain stops short of this one: go on
-            if end == "loops":  # its last step again and again
-                more = (np.repeat(states[-1:], limit - n), np.tile(mids[off[-2]:], limit - n),
-                        np.arange(limit - n + 1, dtype=np.int64) * (off[-1] - off[-2]), "loops")
-            else:
-                more = self._chain_steps(R, int(states[-1]) if states.shape[0] else lex, limit - n)
-                if more is None:
-                    memo[(lex, key)] = False
-                    return None
-            m_states, m_mids, m_off, end = more
-            base = (np.concatenate((states[k:], m_states)), np.concatenate((mids[off[k]:], m_mids)),
-                    np.concatenate((off[k:] - off[k], m_off[1:] + (off[-1] - off[k]))), end)
-            states, mids, off, _ = base
-            k, n = 0, states.shape[0]
-        if k == 0:  # a new chain: this state's, and the suffix of every state on it
-            if len(memo) > 16384:
+        if hit is None:  # a new chain: the suffix of every state on it
+            self._chain_bases += 1
+            if self._chain_bases > 2048:  # at most ~20 MB of chains (150 states and their mids each)
                 memo.clear()
-            memo[(lex, key)] = (base, 0)
-            for j, s in reversed(list(enumerate(states.tolist()))):  # a repeated state: its first suffix
+                self._chain_bases = 1
+            first: dict[int, int] = {}  # a repeated state: its first suffix (a whole chain past it)
+            final = int(states[-1]) if end == "loops" else None
+            for j, s in enumerate(states[:limit].tolist()):
+                if s not in first:
+                    first[s] = j
+                elif s == final:
+                    break  # the loop: nothing new after it
+            for s, j in first.items():
                 memo[(s, key)] = (base, j + 1)
+            memo[(lex, key)] = (base, 0)
         n = min(n, limit)
         return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
 
     @staticmethod
     def _chain_steps(R: tuple, lex: int, limit: int) -> tuple | None:
-        """``body_kernels.plain_chain`` from ``lex``: ``(states, mids, off, end)``, ``end`` what
-        comes after its last step: "ends" (no plain character goes on), "loops" (the last step
-        again: a state repeated at the end) or "more" (it stopped at ``limit``); None: not a
-        string body."""
-        states = np.empty(limit, np.int64)
-        mids = np.empty(16 * limit + 256, np.int64)
-        off = np.zeros(limit + 1, np.int64)
-        n = bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), limit, states, mids, off)
+        """``body_kernels.plain_chain`` from ``lex``, twice ``limit`` steps long when it goes on
+        that far (so that the suffix of each state met in its first half is a whole chain too):
+        ``(states, mids, off, end)``, ``end`` what comes after its last step: "ends" (no plain
+        character goes on), "loops" (the last step again: a state repeated at the end) or "more";
+        None: not a string body."""
+        cap = 2 * limit
+        states = np.empty(cap, np.int64)
+        mids = np.empty(16 * cap + 256, np.int64)
+        off = np.zeros(cap + 1, np.int64)
+        n = bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), cap, states, mids, off)
         if n < 0:
             return None
-        end = "ends" if n < limit else "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
-        return states[:n].copy(), mids[:off[n]].copy(), off[:n + 1].copy(), end
+        end = "ends" if n < cap else "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
+        return states[:n], mids[:off[n]], off[:n + 1], end
 
     def _body_shape(self, lex: int, exp: np.ndarray, split: Any) -> tuple | None:
         """What ``_body_walk`` needs of lexer state ``lex`` for the expected set ``exp``: the chain
