@@ -79,7 +79,7 @@ def _ends(acc_bits, sel, s):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _same(off, term, part, sel, a, b):  # pragma: no cover - compiled
+def _same(reach_bits, off, term, part, sel, a, b):  # pragma: no cover - compiled
     """Whether lexer states ``a`` and ``b`` (from :func:`_canon`) behave alike for the terminals
     ``sel``: equal, or running the same states of those terminals' own DFAs (``comp_*``; then
     every continuation reaches and ends the same of them). Always False between distinct states
@@ -88,6 +88,9 @@ def _same(off, term, part, sel, a, b):  # pragma: no cover - compiled
         return True
     if a < 0 or b < 0 or off.shape[0] == 0:
         return False
+    for w in range(sel.shape[0]):  # the terminals still reachable first: cheap, and mostly enough
+        if (reach_bits[a, w] ^ reach_bits[b, w]) & sel[w]:
+            return False
     i, ie = off[a], off[a + 1]
     j, je = off[b], off[b + 1]
     one = np.uint64(1)
@@ -105,7 +108,7 @@ def _same(off, term, part, sel, a, b):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cover - compiled
+def _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cover - compiled
     """``_same(t, succ)``, remembered per ``t`` in a small direct-mapped table (``memo_t`` all -3
     when ``succ`` changes): the plain characters of a state go to a few states, again and again."""
     if t == succ:
@@ -113,7 +116,7 @@ def _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cov
     slot = t & (memo_t.shape[0] - 1)
     if memo_t[slot] == t:
         return memo_v[slot]
-    v = _same(off, term, part, sel, t, succ)
+    v = _same(reach_bits, off, term, part, sel, t, succ)
     memo_t[slot] = t
     memo_v[slot] = v
     return v
@@ -122,7 +125,7 @@ def _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cov
 @njit(cache=True, nogil=True)
 def same_for(R, a, b):  # pragma: no cover - compiled
     """:func:`_same` for the restriction ``R`` (see the module docstring)."""
-    return _same(R[6], R[7], R[8], R[5], a, b)
+    return _same(R[2], R[6], R[7], R[8], R[5], a, b)
 
 
 @njit(cache=True, nogil=True)
@@ -183,7 +186,7 @@ def utf8_mids(R, forms, s, succ, mids, start):  # pragma: no cover - compiled
                 frontier[i] = nxt[i]
             nf = nn
         for i in range(nf):
-            if not _same(off, term, part, sel, frontier[i], succ):
+            if not _same(reach_bits, off, term, part, sel, frontier[i], succ):
                 return -1
     for j in range(start, n_mids):
         if _ends(acc_bits, sel, mids[j]):
@@ -211,7 +214,7 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
         memo_t[:] = -3
         for i in range(1, plain.shape[0]):
             t = _canon(reach_bits, exp, ign, trans[s, plain[i]])
-            if not _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):
+            if t != succ and not _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):
                 return -1
         if _ends(acc_bits, sel, s):
             return -1
@@ -223,7 +226,7 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
         states[n] = succ
         n += 1
         mid_off[n] = end
-        if _same(off, term, part, sel, succ, s):
+        if _same(reach_bits, off, term, part, sel, succ, s):
             # a self-loop (a string body): every later step is this one again
             k = end - mid_off[n - 1]
             while n < limit:
@@ -272,7 +275,7 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     memo_v = np.empty(16, np.bool_)
     for i in range(m):
         t = _canon(reach_bits, exp, ign, trans[lex, plain[i]])
-        if not _same_memo(off, term, part, sel, t, succ, memo_t, memo_v):
+        if t != succ and not _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):
             elsewhere[plain[i]] = 1
     n = utf8_mids(R, forms, lex, succ, first_mids, 0)
     if n < 0:
