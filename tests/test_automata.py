@@ -868,6 +868,57 @@ def test_union_of_pattern_dfas_is_the_single_nfa_dfa(patterns: list[str]) -> Non
     assert_same_dfa(build_dfa(nodes), _glushkov_dfa(nodes, 10_000, "max_dfa_states"))
 
 
+def _alike_for(dfa: ByteDFA, keep: list[int], a: int, b: int) -> bool:
+    """Whether states ``a`` and ``b`` accept the same continuations for each pattern in ``keep``
+    (a bisimulation over pairs of states, -1 standing for the dead state)."""
+    trans = dfa.transitions
+
+    def obs(x: int):
+        return None if x < 0 or not dfa.reachable[x, keep].any() else tuple(dfa.accepting[x, keep])
+
+    seen, todo = set(), [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if x == y or (x, y) in seen:
+            continue
+        seen.add((x, y))
+        if obs(x) != obs(y):
+            return False
+        if obs(x) is not None:
+            todo += [(int(p), int(q)) for p, q in zip(trans[x], trans[y])]
+    return True
+
+
+@needs_parser
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(patterns=st.lists(st.one_of(pattern_strategy(), LITERALS.map(re.escape)), min_size=2, max_size=5),
+       pick=st.integers(1, 2**5 - 1))
+def test_union_components_tell_behaviour_per_pattern(patterns: list[str], pick: int) -> None:
+    """A union DFA's ``components`` (the states of each pattern's own DFA a state runs): two
+    states run the same components of a set of patterns exactly when they accept the same
+    continuations for each of those patterns."""
+    dfa = build_dfa([parse(p) for p in patterns])
+    if dfa.start < 0:
+        return
+    off, pattern, part = dfa.components
+    assert off.shape[0] == dfa.n_states + 1
+    keep = [k for k in range(len(patterns)) if pick >> k & 1] or [0]
+    # each state runs a component of exactly the patterns it can still match
+    for s in range(dfa.n_states):
+        pats = pattern[off[s]:off[s + 1]]
+        assert sorted(set(pats.tolist())) == sorted(np.flatnonzero(dfa.reachable[s]).tolist())
+        assert len(set(pats.tolist())) == len(pats)
+
+    def comps(s: int) -> list[int]:
+        sel = np.isin(pattern[off[s]:off[s + 1]], keep)
+        return part[off[s]:off[s + 1]][sel].tolist()
+
+    states = range(min(dfa.n_states, 40))
+    for a in states:
+        for b in states:
+            assert (comps(a) == comps(b)) == _alike_for(dfa, keep, a, b), (patterns, keep, a, b)
+
+
 def test_union_literals_and_cache() -> None:
     from logitgate.automata import dfa as dfa_mod
 
