@@ -24,10 +24,12 @@ _FORMS = (
 _PLAIN = [b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)]
 
 
-def ref_utf8_to(trans, accepts, s, succ):
+def utf8_with(trans, canon, same, ends, s: int, succ: int):
+    """The states inside the multi-byte characters from ``s`` when every one leads to (a state
+    ``same`` as) ``succ``, set by set, one continuation level at a time; None otherwise."""
     mids: set[int] = set()
     for leads, conts in _FORMS:
-        frontier = {int(trans[s, b]) for b in leads}
+        frontier = {canon(int(trans[s, b])) for b in leads}
         if succ < 0:
             if frontier != {-1}:
                 return None
@@ -36,30 +38,45 @@ def ref_utf8_to(trans, accepts, s, succ):
             if -1 in frontier:
                 return None
             mids |= frontier
-            frontier = {int(trans[f, b]) for f in frontier for b in range(lo, hi + 1)}
-        if frontier != {succ}:
+            frontier = {canon(int(trans[f, b])) for f in frontier for b in range(lo, hi + 1)}
+        if not all(same(f, succ) for f in frontier):
             return None
-    if any(accepts[m] for m in mids):
+    if any(ends(m) for m in mids):
         return None
     return tuple(sorted(mids))
 
 
-def ref_chain(trans, accepts, lex, limit):
-    states, mids, s = [], [], lex
+def ref_utf8_to(trans, accepts, s, succ):
+    return utf8_with(trans, lambda t: t, lambda a, b: a == b, lambda m: accepts[m], s, succ)
+
+
+def chain_with(trans, canon, same, ends, utf8, s: int, limit: int):
+    """The chain of body steps from ``s`` (see ``body_kernels.plain_chain``) for a notion of
+    where the walk goes on (``canon``), of states that behave alike (``same``), of where a lexeme
+    ends (``ends``) and of the states inside characters (``utf8(s, succ)``)."""
+    states, mids = [], []
     while len(states) < limit:
-        row = trans[s, _PLAIN]
-        succ = int(row[0])
-        if not (row == succ).all() or accepts[s]:
+        succ = canon(int(trans[s, _PLAIN[0]]))
+        if not all(same(canon(int(trans[s, b])), succ) for b in _PLAIN) or ends(s):
             return None
-        m = ref_utf8_to(trans, accepts, s, succ)
+        m = utf8(s, succ)
         if m is None:
             return None
         if succ < 0:
             break
         states.append(succ)
         mids.append(m)
+        if same(succ, s):  # a loop: the kernel repeats the state it came from
+            states += [s] * (limit - len(states))
+            mids += [m] * (limit - len(mids))
+            break
         s = succ
     return states, mids
+
+
+def ref_chain(trans, accepts, lex, limit):
+    return chain_with(trans, lambda t: t, lambda a, b: a == b, lambda s: accepts[s],
+                      lambda s, succ: ref_utf8_to(trans, accepts, s, succ), lex, limit)
 
 
 def all_of(engine) -> tuple:
@@ -257,44 +274,12 @@ class Bisim:
 
 
 def ref_restricted_utf8(trans, B: Bisim, s: int, succ: int):
-    mids: list[int] = []
-    for leads, conts in _FORMS:
-        frontier = {B.canon(int(trans[s, b])) for b in leads}
-        if succ < 0:
-            if frontier != {-1}:
-                return None
-            continue
-        for lo, hi in conts:
-            if -1 in frontier:
-                return None
-            mids += [f for f in frontier if f not in mids]
-            frontier = {B.canon(int(trans[f, b])) for f in frontier for b in range(lo, hi + 1)}
-        if not all(B.same(f, succ) for f in frontier):
-            return None
-    if any(B.ends(m) for m in mids):
-        return None
-    return tuple(sorted(mids))
+    return utf8_with(trans, B.canon, B.same, B.ends, s, succ)
 
 
 def ref_restricted_chain(trans, B: Bisim, s: int, limit: int):
-    states, mids = [], []
-    while len(states) < limit:
-        succ = B.canon(int(trans[s, _PLAIN[0]]))
-        if not all(B.same(B.canon(int(trans[s, b])), succ) for b in _PLAIN) or B.ends(s):
-            return None
-        m = ref_restricted_utf8(trans, B, s, succ)
-        if m is None:
-            return None
-        if succ < 0:
-            break
-        states.append(succ)
-        mids.append(m)
-        if B.same(succ, s):
-            states += [s] * (limit - len(states))
-            mids += [m] * (limit - len(mids))
-            break
-        s = succ
-    return states, mids
+    return chain_with(trans, B.canon, B.same, B.ends, lambda s, succ: ref_restricted_utf8(trans, B, s, succ), s,
+                      limit)
 
 
 def test_restricted_kernels_equal_a_bisimulation(tok_spm, monkeypatch):

@@ -1239,6 +1239,20 @@ def test_jump_forward(kind, src, prefix, forced, tok_spm):
     check_forced(lg.Matcher(compiled), tok_spm)
 
 
+def walk_against_brute_force(grammar: lg.Grammar, tok, text: str, seed: str) -> None:
+    """Feed ``text``'s tokens to a fresh matcher of ``grammar``, checking every mask on the way
+    against the brute force (sampled); the text must be accepted."""
+    compiled = lg.compile(grammar, tok, cache=False)
+    leading, ids = encoder(tok).encode(text, tok)
+    m = lg.Matcher(compiled, max_rollback=-1)
+    assert not leading or m.accept_bytes(leading)
+    rng = random.Random(seed)
+    for t in ids:
+        check_mask_brute_force(m, tok, rng, full=False, n_confirm=40)
+        assert m.accept_token(t)
+    assert m.is_accepting()
+
+
 def test_json_key_masks_with_few_viable_bytes_equal_brute_force(tok_spm, monkeypatch):
     """Inside a key with no other key allowed (``additionalProperties: false``) a lexer state has
     one viable byte; those states take the direct trie walk, and their masks (and the ones after
@@ -1256,16 +1270,8 @@ def test_json_key_masks_with_few_viable_bytes_equal_brute_force(tok_spm, monkeyp
     schema = {"type": "object", "additionalProperties": False, "required": ["linear_regression.get_r", "values"],
               "properties": {"linear_regression.get_r": {"type": "string"},
                              "values": {"type": "array", "items": {"type": "integer"}}}}
-    compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
-    text = '{"linear_regression.get_r":"C:/data.csv","values":[1,-20]}'
-    leading, ids = encoder(tok_spm).encode(text, tok_spm)
-    m = lg.Matcher(compiled, max_rollback=-1)
-    assert not leading or m.accept_bytes(leading)
-    rng = random.Random("few-bytes")
-    for t in ids:
-        check_mask_brute_force(m, tok_spm, rng, full=False, n_confirm=40)
-        assert m.accept_token(t)
-    assert m.is_accepting()
+    walk_against_brute_force(lg.Grammar.from_json_schema(schema), tok_spm,
+                             '{"linear_regression.get_r":"C:/data.csv","values":[1,-20]}', "few-bytes")
     assert len(calls) >= 5  # the key's letters went through the direct walk
 
 
@@ -1302,18 +1308,10 @@ def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_sp
         "name": {"type": "string", "maxLength": 40}, "note": {"type": "string"},
         "long": {"type": "string", "maxLength": 250}},
         "additionalProperties": {"type": "string", "maxLength": 30}}
-    compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
     text = ('{"name":"Ada Lovelace, Countess","note":"nothing to add here at all","long":"'
             + "the analytical engine weaves algebraic patterns just as the loom weaves flowers " * 2
             + '","nab":"a b c"}')
-    leading, ids = encoder(tok_spm).encode(text, tok_spm)
-    m = lg.Matcher(compiled, max_rollback=-1)
-    assert not leading or m.accept_bytes(leading)
-    rng = random.Random("restricted-bodies")
-    for t in ids:
-        check_mask_brute_force(m, tok_spm, rng, full=False, n_confirm=40)
-        assert m.accept_token(t)
-    assert m.is_accepting()
+    walk_against_brute_force(lg.Grammar.from_json_schema(schema), tok_spm, text, "restricted-bodies")
     assert any(shapes)
     # the chains of "long"'s counter are computed once per max_chars characters, not per token
     assert len(shapes) > len(limits) + 10
