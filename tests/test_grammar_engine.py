@@ -1315,3 +1315,28 @@ def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_sp
     assert any(shapes)
     # the chains of "long"'s counter are computed once per max_chars characters, not per token
     assert len(shapes) > len(limits) + 10
+
+
+def test_merged_and_raw_boundary_groups_give_the_same_masks(tok_spm, monkeypatch):
+    """The boundary walk over merged group tries (merge_groups: children bucketed in place, short
+    child lists insertion-sorted) and over the token trie itself (groups left raw) allow the same
+    tokens at every step."""
+    import logitgate.grammar.engine as engine_mod
+
+    grammar = lg.Grammar.from_gbnf((DATA / "llama-cpp-grammars" / "json.gbnf").read_text())
+    text = '{"a": [1, 2.5e3, "x\\"y"], "bb": {"c": null, "d": true}, "e": "é and €"}'
+    leading, ids = encoder(tok_spm).encode(text, tok_spm)
+    masks = {}
+    for limit in (0, engine_mod.MERGE_LIMIT, 1 << 30):
+        monkeypatch.setattr(engine_mod, "MERGE_LIMIT", limit)
+        m = lg.Matcher(lg.compile(grammar, tok_spm, cache=False), max_rollback=-1)
+        assert not leading or m.accept_bytes(leading)
+        steps = []
+        for t in ids:
+            steps.append(current_mask(m, tok_spm.vocab_size).copy())
+            assert m.accept_token(t)
+        masks[limit] = steps
+    raw, default, merged = masks.values()
+    assert len(raw) == len(ids) > 20
+    for k in range(len(ids)):
+        assert np.array_equal(raw[k], default[k]) and np.array_equal(raw[k], merged[k]), k

@@ -568,6 +568,8 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     offs = np.zeros(257, np.int32)
     cb = np.empty(total + 1, np.int32)
     cn = np.empty(total + 1, np.int32)
+    ident = np.arange(total + 1)  # children orders: identity, and a buffer for short sorts
+    obuf = np.empty(17, np.int64)
     n_m = 0
     n_mem = 0
     g = 0
@@ -634,10 +636,19 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
                 if top == 0:
                     buf_top = 0
                 continue
-            if ln > 1:
-                order = np.argsort(cb[:n_c], kind="mergesort")
+            if ln == 1 or n_c == 1:
+                order = ident[:n_c]  # one member: its children are already in byte order
+            elif n_c <= 16:  # a stable insertion sort, without allocating
+                order = obuf[:n_c]
+                for q in range(n_c):
+                    v = cb[q]
+                    j = q
+                    while j > 0 and cb[order[j - 1]] > v:
+                        order[j] = order[j - 1]
+                        j -= 1
+                    order[j] = q
             else:
-                order = np.arange(n_c)  # one member: its children are already in byte order
+                order = np.argsort(cb[:n_c], kind="mergesort")
             base = buf_top
             for q in range(n_c):
                 buf[base + q] = cn[order[q]]
