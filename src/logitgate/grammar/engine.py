@@ -242,6 +242,8 @@ class CFGEngine:
         reduce = ~(lx.reach_bits & lx.ignore_bits).any(axis=1)
         reduce[lx.start] = False
         self._reduce = reduce.tolist()
+        # lexer states where some lexeme ends (else EOS needs no parser check there)
+        self._ends = lx.acc_bits.any(axis=1)
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -681,6 +683,8 @@ class ParseState:
 
     def eos_allowed(self) -> bool:
         eng = self.engine
+        if self.lex != eng.lexer.start and not eng._ends[self.lex]:
+            return False  # inside a lexeme that cannot end here
         ch = self.chart
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
