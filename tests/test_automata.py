@@ -903,10 +903,15 @@ def test_union_components_tell_behaviour_per_pattern(patterns: list[str], pick: 
     off, pattern, part = dfa.components
     assert off.shape[0] == dfa.n_states + 1
     keep = [k for k in range(len(patterns)) if pick >> k & 1] or [0]
-    # each state runs a component of exactly the patterns it can still match
+    # each state runs a component of exactly the patterns it can still match (co-reachability
+    # computed afresh: the DFA's own `reachable` is read off the components)
+    from logitgate.kernels.automata_kernels import coreachable
+
+    live = coreachable(dfa.class_transitions.copy(), dfa.accepting.copy())
+    assert np.array_equal(live, dfa.reachable)
     for s in range(dfa.n_states):
         pats = pattern[off[s]:off[s + 1]]
-        assert sorted(set(pats.tolist())) == sorted(np.flatnonzero(dfa.reachable[s]).tolist())
+        assert sorted(set(pats.tolist())) == sorted(np.flatnonzero(live[s]).tolist())
         assert len(set(pats.tolist())) == len(pats)
 
     def comps(s: int) -> list[int]:

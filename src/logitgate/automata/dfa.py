@@ -464,10 +464,6 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
     reps)``, state ``s`` runs the parts' states ``members[off[reps[s]]:off[reps[s] + 1]]``."""
     byte_classes, class_transitions, order = canonical_classes(columns, byte_column)
     accepting = np.ascontiguousarray(accepting[order])
-    if accepting.shape[1] == 1:
-        reachable = np.ones_like(accepting)
-    else:
-        reachable = coreachable(class_transitions, accepting)
     components = None
     if subsets is not None:
         off, members, pattern_of, reps = subsets
@@ -478,6 +474,13 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
         np.cumsum(counts, out=new_off[1:])
         part = members[np.repeat(lo - new_off[:-1], counts) + np.arange(new_off[-1])]
         components = (new_off, np.ascontiguousarray(pattern_of[part]), np.ascontiguousarray(part))
+        # the parts are trimmed: a state can still match exactly the patterns it runs a state of
+        reachable = np.zeros_like(accepting)
+        reachable[np.repeat(np.arange(len(sub)), counts), components[1]] = True
+    elif accepting.shape[1] == 1:
+        reachable = np.ones_like(accepting)
+    else:
+        reachable = coreachable(class_transitions, accepting)
     return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions, components)
 
 
