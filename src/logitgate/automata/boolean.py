@@ -128,7 +128,7 @@ def _combine(nodes: Sequence[Node], accept: Callable[[np.ndarray], np.ndarray], 
     minimal = _minimize_chars(table, np.ascontiguousarray(accept(accepting)[:, None]))
     if minimal is None:
         return NOTHING
-    table, accepting, _ = minimal
+    table, accepting = minimal
     return _to_node(table, accepting[:, 0], nfa.atoms)
 
 

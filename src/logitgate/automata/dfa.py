@@ -161,8 +161,9 @@ def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: st
     Several patterns (a lexer's terminals): each pattern's own minimal DFA (a literal string
     directly, anything else through the pipeline above, cached by syntax tree so that terminals
     shared by many grammars, such as JSON's strings and numbers, are built once per process),
-    then the subset construction of their union (kernel ``determinize_dfas``), minimised. The
-    result is the same canonical DFA as one position NFA over all the patterns would give.
+    then the subset construction of their union (kernel ``determinize_dfas``), which is
+    minimal as it stands. The result is the same canonical DFA as one position NFA over all the
+    patterns would give, and records each state's ``components``.
     """
     from ..limits import get_limits
 
@@ -187,7 +188,7 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     minimal = _minimize_chars(table, accepting)
     if minimal is None:
         return _empty_dfa(len(nodes))
-    table, accepting, _ = minimal
+    table, accepting = minimal
     columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states, limit)
     return _canonical(columns, byte_column, accepting)
 
@@ -254,7 +255,7 @@ def _from_automaton(node: Node, max_states: int, limit: str) -> ByteDFA | None:
     accepting_ext[-1, 0] = True
     minimal = _minimize_chars(ext, accepting_ext, trimmed=True)  # every state leads to the chain's end
     assert minimal is not None
-    table, accepting_min, _ = minimal
+    table, accepting_min = minimal
     return _canonical(table, _IDENTITY_COLUMNS, accepting_min)
 
 
@@ -325,18 +326,15 @@ def _union_dfa(parts: Sequence[ByteDFA | bytes], max_states: int, limit: str) ->
     table, byte_column, pattern_of, accept_of, start = union_table(
         flat, state_off, flat_off, byte_classes, acc, np.asarray(dfa_ids, np.int32), lit, lit_off,
         np.asarray(lit_ids, np.int32))
-    # the union's subsets are not minimal yet: allow some slack before the minimal size is checked
+    # Already minimal: each part is a minimal DFA whose states all lead to acceptance, so two
+    # distinct subsets differ in some part's state, whose languages differ (a part's absent
+    # state has the empty one), and no two subsets accept the same continuations.
     trans, accepting, status, members, member_off = determinize_dfas(
-        table, pattern_of, accept_of, start, len(parts), 4 * max_states)
+        table, pattern_of, accept_of, start, len(parts), max_states)
     if status:
         raise _too_many_states(max_states, limit)
     check_deadline("lexer union determinised")
-    minimal = _minimize_chars(trans, accepting, trimmed=True)  # every subset holds a live state
-    assert minimal is not None
-    trans, accepting, reps = minimal
-    if trans.shape[0] > max_states:
-        raise _too_many_states(max_states, limit)
-    return _canonical(trans, byte_column, accepting, (member_off, members, pattern_of, reps))
+    return _canonical(trans, byte_column, accepting, (member_off, members, pattern_of))
 
 
 def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitError:
@@ -367,12 +365,10 @@ def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states
 
 def _minimize_chars(
     table: np.ndarray, accepting: np.ndarray, trimmed: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Trim (unless every state is known to be live: ``trimmed``) and minimise the
-    character-level DFA; the start becomes state 0 (None: empty). Returns ``(table, accepting,
-    reps)``, ``reps[q]``: an input state that minimal state ``q`` stands for."""
+    character-level DFA; the start becomes state 0 (None: empty)."""
     n = table.shape[0]
-    keep = None  # the input states kept by trimming (None: all)
     if not trimmed:
         live = coreachable(table, accepting).any(axis=1)
         if not live[0]:
@@ -392,8 +388,7 @@ def _minimize_chars(
         n_labels = len(first)
     block, reps = hopcroft(np.ascontiguousarray(table), labels, n_labels)
     new_id = np.append(block, np.int32(-1))  # blocks are numbered by first state: start stays 0
-    table_min = np.ascontiguousarray(new_id[table[reps]])
-    return table_min, np.ascontiguousarray(accepting[reps]), reps if keep is None else keep[reps]
+    return np.ascontiguousarray(new_id[table[reps]]), np.ascontiguousarray(accepting[reps])
 
 
 _AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
@@ -460,14 +455,14 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
                subsets: tuple[np.ndarray, ...] | None = None) -> ByteDFA:
     """Exact byte classes, breadth-first renumbering from state 0 (successors in byte order) and
     co-reachability (``automata_kernels.canonical_classes``). ``columns[s, byte_column[b]]`` is
-    the move of state ``s`` on byte ``b``. ``subsets`` (a union): ``(off, members, pattern_of,
-    reps)``, state ``s`` runs the parts' states ``members[off[reps[s]]:off[reps[s] + 1]]``."""
+    the move of state ``s`` on byte ``b``. ``subsets`` (a union): ``(off, members, pattern_of)``,
+    state ``s`` runs the parts' states ``members[off[s]:off[s + 1]]``."""
     byte_classes, class_transitions, order = canonical_classes(columns, byte_column)
     accepting = np.ascontiguousarray(accepting[order])
     components = None
     if subsets is not None:
-        off, members, pattern_of, reps = subsets
-        sub = reps[order]
+        off, members, pattern_of = subsets
+        sub = order
         lo = off[sub]
         counts = off[sub + 1] - lo
         new_off = np.zeros(len(sub) + 1, np.int64)
