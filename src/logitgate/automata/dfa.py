@@ -462,16 +462,15 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
     components = None
     if subsets is not None:
         off, members, pattern_of = subsets
-        sub = order
-        lo = off[sub]
-        counts = off[sub + 1] - lo
-        new_off = np.zeros(len(sub) + 1, np.int64)
+        lo = off[order]
+        counts = off[order + 1] - lo
+        new_off = np.zeros(len(order) + 1, np.int64)
         np.cumsum(counts, out=new_off[1:])
         part = members[np.repeat(lo - new_off[:-1], counts) + np.arange(new_off[-1])]
         components = (new_off, np.ascontiguousarray(pattern_of[part]), np.ascontiguousarray(part))
         # the parts are trimmed: a state can still match exactly the patterns it runs a state of
         reachable = np.zeros_like(accepting)
-        reachable[np.repeat(np.arange(len(sub)), counts), components[1]] = True
+        reachable[np.repeat(np.arange(len(order)), counts), components[1]] = True
     elif accepting.shape[1] == 1:
         reachable = np.ones_like(accepting)
     else:

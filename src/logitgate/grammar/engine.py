@@ -511,9 +511,6 @@ class CFGEngine:
         else:
             base, k = hit
         states, mids, off, end = base
-        # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
-        # its first ``limit`` states: a suffix is a whole chain
-        n = states.shape[0] - k
         if hit is None:  # a new chain: the suffix of every state on it
             self._chain_bases += 1
             if self._chain_bases > 2048:  # at most ~20 MB of chains (150 states and their mids each)
@@ -529,7 +526,9 @@ class CFGEngine:
             for s, j in first.items():
                 memo[(s, key)] = (base, j + 1)
             memo[(lex, key)] = (base, 0)
-        n = min(n, limit)
+        # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
+        # its first ``limit`` states: a suffix is a whole chain
+        n = min(states.shape[0] - k, limit)
         return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
 
     @staticmethod
@@ -585,13 +584,14 @@ class CFGEngine:
         from there every plain character leads on along one chain of states (a string body, a
         length counter). "One state" is up to the terminals the walk looks at: states that run
         the same states of ``exp``'s terminals (a string value's body, beside the prefixes of
-        keys it cannot be here) count as one (``body_kernels.same_for``). A plain token of ``n`` characters that starts that way stays inside the
-        lexeme exactly when the first ``n`` states of the chain (and the states inside its
-        multi-byte characters) are viable for ``exp``; it never meets a lexeme's end, which no
-        chain state accepts. So those tokens are one row of the table of plain tokens by length,
-        the other tokens starting that way are walked in their own small trie, and the bytes
-        ``elsewhere`` (plain characters that lead to another state, e.g. the first letters of a
-        schema's keys) are left to the full walk (the caller chains it)."""
+        keys it cannot be here) count as one (``body_kernels.same_for``). A plain token of ``n``
+        characters that starts that way stays inside the lexeme exactly when the first ``n``
+        states of the chain (and the states inside its multi-byte characters) are viable for
+        ``exp``; it never meets a lexeme's end, which no chain state accepts. So those tokens are
+        one row of the table of plain tokens by length, the other tokens starting that way are
+        walked in their own small trie, and the bytes ``elsewhere`` (plain characters that lead to
+        another state, e.g. the first letters of a schema's keys) are left to the full walk (the
+        caller chains it)."""
         split = self._string_body
         if split is None:
             return None

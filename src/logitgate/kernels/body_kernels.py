@@ -107,21 +107,6 @@ def _same(reach_bits, off, term, part, sel, a, b):  # pragma: no cover - compile
         j += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):  # pragma: no cover - compiled
-    """``_same(t, succ)``, remembered per ``t`` in a small direct-mapped table (``memo_t`` all -3
-    when ``succ`` changes): the plain characters of a state go to a few states, again and again."""
-    if t == succ:
-        return True
-    slot = t & (memo_t.shape[0] - 1)
-    if memo_t[slot] == t:
-        return memo_v[slot]
-    v = _same(reach_bits, off, term, part, sel, t, succ)
-    memo_t[slot] = t
-    memo_v[slot] = v
-    return v
-
-
 @njit(cache=True, nogil=True)
 def same_for(R, a, b):  # pragma: no cover - compiled
     """:func:`_same` for the restriction ``R`` (see the module docstring)."""
@@ -204,17 +189,14 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
     when some state on the way is not a body step (plain characters go different ways, a lexeme
     the walk looks at ends there, or a buffer overflows)."""
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
-    memo_t = np.empty(16, np.int64)
-    memo_v = np.empty(16, np.bool_)
     s = lex
     n = 0
     mid_off[0] = 0
     while n < limit:
         succ = _canon(reach_bits, exp, ign, trans[s, plain[0]])
-        memo_t[:] = -3
         for i in range(1, plain.shape[0]):
             t = _canon(reach_bits, exp, ign, trans[s, plain[i]])
-            if t != succ and not _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):
+            if not _same(reach_bits, off, term, part, sel, t, succ):
                 return -1
         if _ends(acc_bits, sel, s):
             return -1
@@ -271,11 +253,8 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
         i = j
     if succ < 0:
         return -1, 0
-    memo_t = np.full(16, -3, np.int64)
-    memo_v = np.empty(16, np.bool_)
     for i in range(m):
-        t = _canon(reach_bits, exp, ign, trans[lex, plain[i]])
-        if t != succ and not _same_memo(reach_bits, off, term, part, sel, t, succ, memo_t, memo_v):
+        if not _same(reach_bits, off, term, part, sel, _canon(reach_bits, exp, ign, trans[lex, plain[i]]), succ):
             elsewhere[plain[i]] = 1
     n = utf8_mids(R, forms, lex, succ, first_mids, 0)
     if n < 0:

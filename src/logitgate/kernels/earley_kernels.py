@@ -568,8 +568,8 @@ def merge_groups(nodes, subtree_end, bnd_node, bnd_state, merge_limit):  # pragm
     offs = np.zeros(257, np.int32)
     cb = np.empty(total + 1, np.int32)
     cn = np.empty(total + 1, np.int32)
-    ident = np.arange(total + 1)  # children orders: identity, and a buffer for short sorts
-    obuf = np.empty(17, np.int64)
+    ident = np.arange(256)  # the order of one node's children (at most 256, already in byte order)
+    obuf = np.empty(17, np.int64)  # the order of a short list of several nodes' children
     n_m = 0
     n_mem = 0
     g = 0
