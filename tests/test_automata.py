@@ -465,6 +465,32 @@ def test_labelled_utf8_automaton() -> None:
     assert automaton.depth[0] == 0 and set(automaton.depth[1:].tolist()) <= {1, 2, 3}
 
 
+def test_unreadable_disk_cache_entry_is_rebuilt(tmp_path, monkeypatch) -> None:
+    """A cached UTF-8 automaton that cannot be unpickled (truncated, or pickled by another
+    package version whose module is gone) is rebuilt and rewritten, not an error."""
+    import hashlib
+    import pickle
+
+    from logitgate import _cachedir
+    from logitgate.automata.utf8 import keyed_utf8_automaton
+
+    monkeypatch.setenv("LOGITGATE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_cachedir, "_CHECKED", {})
+    groups = (((0xE9, 0xE9),), ((0x660, 0x669),))
+    key = np.array([7, 0xE9, 0x660], np.int64)
+    path = tmp_path / "utf8" / f"{hashlib.sha256(key.tobytes()).hexdigest()[:40]}-v2.pickle"
+    path.parent.mkdir(parents=True)
+    # a pickle naming a module that does not exist (as one written by a renamed package would)
+    bad = pickle.dumps((key, None)).replace(b"numpy", b"nompy")
+    for content in (bad, bad[:10], b""):
+        path.write_bytes(content)
+        automaton = keyed_utf8_automaton(key, lambda: groups)
+        assert run_class_automaton(automaton.nodes, "é".encode()) == 0
+        assert run_class_automaton(automaton.nodes, "\u0665".encode()) == 1
+        stored, again = pickle.loads(path.read_bytes())  # rewritten, readable
+        assert np.array_equal(stored, key) and again.nodes == automaton.nodes
+
+
 # ---------------------------------------------------------------------------------------------
 # hand-built syntax trees
 # ---------------------------------------------------------------------------------------------
@@ -866,6 +892,27 @@ def test_union_of_pattern_dfas_is_the_single_nfa_dfa(patterns: list[str]) -> Non
 
     nodes = [parse(p) for p in patterns]
     assert_same_dfa(build_dfa(nodes), _glushkov_dfa(nodes, 10_000, "max_dfa_states"))
+
+
+@needs_parser
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=st.one_of(pattern_strategy(), LITERALS.map(re.escape)))
+def test_one_call_pipeline_equals_the_stepwise_one(pattern: str) -> None:
+    """One pattern's DFA through the fused kernels (minimal_char_dfa, ascii_byte_dfa /
+    utf8_byte_dfa) is the same arrays as the step-by-step pipeline's."""
+    from logitgate.automata.dfa import _glushkov_dfa, _stepwise_dfa
+
+    node = parse(pattern)
+    assert_same_dfa(_glushkov_dfa([node], 10_000, "max_dfa_states"), _stepwise_dfa([node], 10_000, "max_dfa_states"))
+
+
+@needs_parser
+@pytest.mark.parametrize("name", list(BENCH_SAMPLES))
+def test_one_call_pipeline_on_benchmark_regexes(name: str) -> None:
+    from logitgate.automata.dfa import _glushkov_dfa, _stepwise_dfa
+
+    node = parse(bench_regexes()[name])
+    assert_same_dfa(_glushkov_dfa([node], 100_000, "max_dfa_states"), _stepwise_dfa([node], 100_000, "max_dfa_states"))
 
 
 def _alike_for(dfa: ByteDFA, keep: list[int], a: int, b: int) -> bool:

@@ -69,13 +69,24 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_LAYOUTS: dict[tuple[int, tuple[int, ...]], tuple[int, np.ndarray]] = {}
+
+
 def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray]:
-    """``(words per mask, the read-only mask of the EOS tokens only)`` for ``tokenizer``."""
-    words = (tokenizer.vocab_size + 31) // 32
-    eos = np.zeros(words, dtype=np.uint32)
-    for t in tokenizer.eos_token_ids:
-        eos[t >> 5] |= np.uint32(1 << (t & 31))
-    return words, _readonly(eos.view(np.int32))
+    """``(words per mask, the read-only mask of the EOS tokens only)`` for ``tokenizer`` (shared
+    by the tokenizers with its width and EOS ids)."""
+    key = (tokenizer.vocab_size, tuple(tokenizer.eos_token_ids))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        words = (tokenizer.vocab_size + 31) // 32
+        eos = np.zeros(words, dtype=np.uint32)
+        for t in tokenizer.eos_token_ids:
+            eos[t >> 5] |= np.uint32(1 << (t & 31))
+        layout = words, _readonly(eos.view(np.int32))
+        if len(_LAYOUTS) >= 64:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    return layout
 
 
 class CompiledGrammar:
@@ -162,11 +173,14 @@ class CompiledGrammar:
                 mask = self._batch[k]
             elif self._batch_row:
                 mask = self._compute_masks(np.array([state * self._n_classes], dtype=np.int32), 0)[0]
-            else:  # the first request
-                rows = trie_kernels.ascii_bfs_rows(self._table, self._byte_class, self._n_classes,
-                                                   np.int32(state * self._n_classes),
-                                                   max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)))
-                batch = self._compute_masks(rows, FIRST_BATCH_VISITS)
+            else:  # the first request: one kernel call for the state and those an ASCII text meets next
+                trie = self.trie
+                rows, out = trie_kernels.first_batch_masks(
+                    self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes),
+                    max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)), trie.root_child, trie.nodes,
+                    trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, self.mask_words,
+                    FIRST_BATCH_VISITS)
+                batch = self._finish_masks(rows, out)
                 with self._lock:
                     if not self._batch_row:
                         self._batch = batch
@@ -190,8 +204,13 @@ class CompiledGrammar:
             self._table, self._byte_class, rows, trie.root_child, trie.nodes, trie.subtree_end,
             trie.dup_first, trie.dup_other, trie.max_depth, out, budget,
         )
-        masks = out[:done, :self.mask_words].view(np.int32)
-        accepting = self._accepting[rows[:done] // self._n_classes]
+        return self._finish_masks(rows[:done], out[:done])
+
+    def _finish_masks(self, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The walk's rows ``out`` (uint32, a spare word last) of the states at row offsets
+        ``rows`` as read-only int32 masks, with the EOS bits of the accepting ones."""
+        masks = out[:, :self.mask_words].view(np.int32)
+        accepting = self._accepting[rows // self._n_classes]
         if accepting.any():
             masks[accepting] |= self.eos_mask
         return _readonly(masks)

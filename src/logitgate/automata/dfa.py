@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import LimitError
 from ..kernels.automata_kernels import (
+    ascii_byte_dfa,
     assemble_columns,
     canonical_classes,
     coreachable,
@@ -40,8 +41,10 @@ from ..kernels.automata_kernels import (
     expand_utf8,
     group_rows_i32,
     hopcroft,
+    minimal_char_dfa,
     non_ascii_atoms,
     union_table,
+    utf8_byte_dfa,
 )
 from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa
@@ -178,18 +181,50 @@ def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: st
 
 
 def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA:
-    """The pipeline of the module docstring: one position NFA over all of ``nodes``."""
+    """The pipeline of the module docstring: one position NFA over all of ``nodes``.
+
+    One pattern (every compile of a regex, and each part of a union) takes the fast path: one
+    kernel call for steps 2-3 (``minimal_char_dfa``) and one for steps 4-5 (``ascii_byte_dfa``,
+    or ``utf8_byte_dfa`` with non-ASCII atoms). A compile runs on cold caches, where each kernel
+    call and numpy operation costs microseconds: fewer, larger calls make it faster. Several
+    patterns (tests use it as the union's oracle) go step by step."""
     from ..limits import check_deadline
 
+    if len(nodes) != 1:
+        return _stepwise_dfa(nodes, max_states, limit)
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit)
     check_deadline("regex NFA built")
-    table, accepting = _determinize(nfa, max_states, limit)
+    atoms = nfa.atoms
+    table, accepting, status = minimal_char_dfa(
+        nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of, atoms.class_off,
+        atoms.class_flat, nfa.start, atoms.n_atoms, max_states)
+    if status == 1:
+        raise _too_many_states(max_states, limit)
+    if status == 2:
+        return _empty_dfa(1)
     check_deadline("regex determinised")
+    if atoms.starts[-1] <= 0x80:  # every atom is ASCII (the last interval is in no atom)
+        byte_classes, class_transitions, accepting = ascii_byte_dfa(table, accepting, atoms.starts,
+                                                                    atoms.interval_atom)
+    else:
+        first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
+        automaton = _non_ascii_automaton(atoms, int(first_na), na_atoms, labels)
+        byte_classes, class_transitions, accepting, status = utf8_byte_dfa(
+            table, accepting, atoms.starts, atoms.interval_atom, na_atoms, automaton.rows, automaton.depth,
+            automaton.label_mask, max_states)
+        if status:
+            raise _too_many_states(max_states, limit)
+    return _freeze(None, 0, accepting, np.ones_like(accepting), byte_classes, class_transitions)
+
+
+def _stepwise_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA:
+    """:func:`_glushkov_dfa` one step at a time, for any number of patterns."""
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit)
+    table, accepting = _determinize(nfa, max_states, limit)
     minimal = _minimize_chars(table, accepting)
     if minimal is None:
         return _empty_dfa(len(nodes))
-    table, accepting = minimal
-    columns, byte_column, accepting = _expand(table, accepting, nfa.atoms, max_states, limit)
+    columns, byte_column, accepting = _expand(*minimal, nfa.atoms, max_states, limit)
     return _canonical(columns, byte_column, accepting)
 
 

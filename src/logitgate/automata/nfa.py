@@ -15,9 +15,9 @@ character of its class".
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -272,9 +272,12 @@ class AtomPartition:
             self.class_off = np.zeros(1, np.int64)
             self.class_flat = np.zeros(0, np.int32)
             return
-        range_off = np.zeros(n_classes + 1, np.int64)
-        np.cumsum(np.fromiter((len(r) for r in classes), np.int64, n_classes), out=range_off[1:])
-        flat = np.concatenate([_class_array(ranges) for ranges in classes])
+        # few numpy calls: a compile runs on cold caches, where each one costs microseconds
+        range_off = np.array(list(accumulate(map(len, classes), initial=0)), np.int64)
+        if range_off[-1] <= 64:
+            flat = np.array(list(chain.from_iterable(classes)), np.int64)
+        else:  # big (Unicode) classes: their arrays are cached
+            flat = np.concatenate([_class_array(ranges) for ranges in classes])
         self.starts, self.interval_atom, n_atoms, self.class_off, self.class_flat = atom_partition(flat, range_off)
         self.n_atoms = int(n_atoms)
 
@@ -354,11 +357,8 @@ class PositionNFA:
 
 def _csr(lists: list[list[int]], skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets, flat)`` of ``skip`` empty rows followed by ``lists``."""
-    lengths = np.zeros(skip + len(lists) + 1, np.int64)
-    lengths[skip + 1 :] = np.fromiter(map(len, lists), np.int64, len(lists))
-    offsets = np.cumsum(lengths)
-    flat = np.fromiter(itertools.chain.from_iterable(lists), np.int32, int(offsets[-1]))
-    return offsets, flat
+    offsets = np.array([0] * skip + list(accumulate(map(len, lists), initial=0)), np.int64)
+    return offsets, np.array(list(chain.from_iterable(lists)), np.int32)
 
 
 def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit: str = "max_dfa_states") -> PositionNFA:

@@ -244,7 +244,7 @@ def keyed_utf8_automaton(key: np.ndarray, groups: Callable[[], tuple[tuple[tuple
             stored, automaton = pickle.load(f)
         if isinstance(automaton, Utf8Automaton) and np.array_equal(stored, key):
             return automaton
-    except (OSError, pickle.PickleError, EOFError, ValueError, AttributeError, TypeError):
+    except Exception:  # missing, truncated, corrupt, or pickled by another version (ImportError): rebuilt
         pass
     automaton = _build_utf8_automaton(groups())
     if path:

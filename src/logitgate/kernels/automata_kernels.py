@@ -642,25 +642,27 @@ def determinize(
 def _group_equal_rows(h, rows):  # pragma: no cover - compiled
     """``(group_of, first)``: a group per row of the 2-D ``rows``, equal exactly for equal rows,
     numbered in order of first appearance, and the first row of each group; ``h`` is a hash of
-    each row (equal rows, equal hashes). A stable sort by hash, then an exact comparison within
-    each run of equal hashes."""
+    each row (equal rows, equal hashes). An open-addressing table on the hash, rows with equal
+    hashes compared exactly (linear time; a sort by hash cost more than the rest of a compile)."""
     n = rows.shape[0]
     w = rows.shape[1]
-    order = np.argsort(h, kind="mergesort")
+    bits = 4
+    while (1 << bits) < 2 * n:
+        bits += 1
+    size = 1 << bits
+    shift = np.uint64(64 - bits)
+    slots = np.zeros(size, np.int64)  # group + 1, 0: free
     group_of = np.empty(n, np.int64)
-    rep = np.empty(n, np.int64)  # rep[g]: a row of group g
+    first = np.empty(n, np.int64)
     n_groups = 0
-    q = 0
-    while q < n:
-        e = q + 1
-        while e < n and h[order[e]] == h[order[q]]:
-            e += 1
-        g0 = n_groups
-        for p in range(q, e):
-            i = order[p]
-            found = -1
-            for g in range(g0, n_groups):
-                r = rep[g]
+    for i in range(n):
+        hi = h[i]
+        sl = np.int64((hi * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        found = -1
+        while slots[sl] != 0:
+            g = slots[sl] - 1
+            r = first[g]
+            if h[r] == hi:
                 same = True
                 for j in range(w):
                     if rows[i, j] != rows[r, j]:
@@ -669,13 +671,14 @@ def _group_equal_rows(h, rows):  # pragma: no cover - compiled
                 if same:
                     found = g
                     break
-            if found < 0:
-                found = n_groups
-                rep[found] = i
-                n_groups += 1
-            group_of[i] = found
-        q = e
-    return group_of, _number_by_first(group_of, n_groups)
+            sl = (sl + 1) & (size - 1)
+        if found < 0:
+            found = n_groups
+            first[found] = i
+            slots[sl] = found + 1
+            n_groups += 1
+        group_of[i] = found
+    return group_of, first[:n_groups].copy()
 
 
 _i64_2d = types.Array(types.int64, 2, "C")
@@ -1115,3 +1118,99 @@ def union_table(flat, state_off, flat_off, byte_classes, acc, patterns, lit, lit
             table[base + q, byte_column[lit[lit_off[i] + q]]] = base + q + 1
         accept_of[base + length] = True
     return table, byte_column, pattern_of, accept_of, start
+
+
+@njit(cache=True, nogil=True)
+def minimal_char_dfa(follow_off, follow, group_off, group_members, class_of, class_off, class_atoms, start, n_atoms,
+                     max_states):  # pragma: no cover - compiled
+    """The whole character-level half of a one-pattern regex in one call (a compile runs on cold
+    caches, where each kernel call and numpy operation costs microseconds): ``determinize``,
+    trimming (``coreachable``) and ``hopcroft``. Returns ``(table, accepting, status)``: the
+    minimal trimmed DFA over atoms, start 0 (int32 ``[m, n_atoms]``, bool ``[m, 1]``); status 1:
+    more than ``max_states`` subsets, 2: the language is empty."""
+    table, accepting, status = determinize(follow_off, follow, group_off, group_members, class_of, class_off,
+                                           class_atoms, start, 1, n_atoms, max_states)
+    if status:
+        return table, accepting, 1
+    n = table.shape[0]
+    live = coreachable(table, accepting)
+    if not live[0, 0]:
+        return table, accepting, 2
+    n_live = 0
+    remap = np.full(n, -1, np.int32)
+    for s in range(n):
+        if live[s, 0]:
+            remap[s] = n_live
+            n_live += 1
+    if n_live < n:
+        trimmed = np.empty((n_live, n_atoms), np.int32)
+        acc = np.empty((n_live, 1), np.bool_)
+        for s in range(n):
+            r = remap[s]
+            if r >= 0:
+                acc[r, 0] = accepting[s, 0]
+                for a in range(n_atoms):
+                    t = table[s, a]
+                    trimmed[r, a] = remap[t] if t >= 0 else -1
+        table, accepting = trimmed, acc
+    labels = np.empty(n_live, np.int32)
+    for s in range(n_live):
+        labels[s] = 1 if accepting[s, 0] else 0
+    block, reps = hopcroft(table, labels, 2)  # blocks numbered by first state: the start stays 0
+    m = reps.shape[0]
+    out = np.empty((m, n_atoms), np.int32)
+    out_acc = np.empty((m, 1), np.bool_)
+    for i in range(m):
+        s = reps[i]
+        out_acc[i, 0] = accepting[s, 0]
+        for a in range(n_atoms):
+            t = table[s, a]
+            out[i, a] = block[t] if t >= 0 else -1
+    return out, out_acc, 0
+
+
+@njit(cache=True, nogil=True)
+def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover - compiled
+    """``assemble_columns`` then ``canonical_classes`` for a character DFA whose atoms are all
+    ASCII (no lead or continuation bytes): ``(byte_classes, class_transitions, accepting)``, the
+    last renumbered like the states."""
+    columns, byte_column = assemble_columns(table, starts, interval_atom, np.zeros((0, 64), np.int32),
+                                            np.zeros(0, np.int64), np.zeros((0, 64), np.int32))
+    byte_classes, trans, order = canonical_classes(columns, byte_column)
+    return byte_classes, trans, _renumbered_accepting(accepting, order)
+
+
+@njit(cache=True, nogil=True)
+def _renumbered_accepting(accepting, order):  # pragma: no cover - compiled
+    """Row ``i``: ``accepting[order[i]]``, False beyond its rows (mid-character states)."""
+    out = np.zeros((order.shape[0], accepting.shape[1]), np.bool_)
+    for i in range(order.shape[0]):
+        if order[i] < accepting.shape[0]:
+            out[i] = accepting[order[i]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth, label_mask,
+                  max_states):  # pragma: no cover - compiled
+    """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character
+    DFA with non-ASCII atoms ``na_atoms`` (their labelled UTF-8 automaton: ``rows``, ``depth``,
+    ``label_mask``): states with equal non-ASCII targets share their lead bytes
+    (``group_rows_i32``), ``expand_utf8`` builds the mid-character nodes, ``assemble_columns`` the
+    byte table. Returns ``(byte_classes, class_transitions, accepting, status)``, ``accepting``
+    renumbered like the states; status 1: more than ``max_states`` byte states."""
+    m = table.shape[0]
+    targets = np.empty((m, na_atoms.shape[0]), np.int32)
+    for s in range(m):
+        for j in range(na_atoms.shape[0]):
+            targets[s, j] = table[s, na_atoms[j]]
+    first, lead_of = group_rows_i32(targets)
+    distinct = np.empty((first.shape[0], targets.shape[1]), np.int32)
+    for i in range(first.shape[0]):
+        distinct[i] = targets[first[i]]
+    lead, mid = expand_utf8(rows, depth, label_mask, distinct, m, max_states - m)
+    if m + mid.shape[0] > max_states:
+        return np.zeros(256, np.uint8), np.zeros((0, 1), np.int32), accepting, 1
+    columns, byte_column = assemble_columns(table, starts, interval_atom, lead, lead_of, mid)
+    byte_classes, trans, order = canonical_classes(columns, byte_column)
+    return byte_classes, trans, _renumbered_accepting(accepting, order), 0

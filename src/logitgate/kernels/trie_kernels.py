@@ -145,7 +145,7 @@ def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
             out[b >> 5] |= np.uint32(1) << np.uint32(b & 31)
 
 
-@njit(_i32_1d(_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64), cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no cover - compiled
     """Row offsets of up to ``limit`` states of a flat class table (see :func:`class_table`),
     breadth-first from the state at row ``first`` (included) over ASCII bytes only: the states an
@@ -174,14 +174,24 @@ def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no co
     return out[:count]
 
 
-@njit(
-    types.int64(_i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro,
-                types.int64, _u32_2d, types.int64),
-    cache=True,
-    nogil=True,
-)
-def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
-                   budget):  # pragma: no cover - compiled
+@njit(cache=True, nogil=True)
+def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, nodes, subtree_end, dup_first, dup_other,
+                      max_depth, words, budget):  # pragma: no cover - compiled
+    """:func:`ascii_bfs_rows` then :func:`_fill_masks_dfa` in one call (a regex's first mask
+    request, on the cold caches of a fresh compile, where each call costs microseconds): the
+    masks of the state at row ``first`` and of the states an ASCII text meets next, within
+    ``budget`` visits. Returns ``(rows, out)``, ``out[k]`` (``words`` words and the walk's spare
+    one) the mask of ``rows[k]``, as many rows as were filled."""
+    rows = ascii_bfs_rows(table, byte_class, n_classes, first, limit)
+    out = np.empty((rows.shape[0], words + 1), np.uint32)
+    done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
+                           out, budget)
+    return rows[:done], out[:done]
+
+
+@njit(cache=True, nogil=True)
+def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
+                    budget):  # pragma: no cover - compiled
     """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
     ...`` while at most ``budget`` trie nodes have been visited in all (a row's fixed work counts
     as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is
@@ -234,6 +244,19 @@ def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_
                 i += 1
         copy_dups(mask, dup_first, dup_other)
     return rows.shape[0]
+
+
+@njit(
+    types.int64(_i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro,
+                types.int64, _u32_2d, types.int64),
+    cache=True,
+    nogil=True,
+)
+def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
+                   budget):  # pragma: no cover - compiled
+    """See :func:`_fill_masks_dfa`."""
+    return _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
+                           out, budget)
 
 
 @njit(types.int32(_i32_1d_ro, _i32_1d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
