@@ -466,10 +466,9 @@ def test_labelled_utf8_automaton() -> None:
 
 
 def test_unreadable_disk_cache_entry_is_rebuilt(tmp_path, monkeypatch) -> None:
-    """A cached UTF-8 automaton that cannot be unpickled (truncated, or pickled by another
-    package version whose module is gone) is rebuilt and rewritten, not an error."""
+    """A cached UTF-8 automaton file that is truncated, corrupt or stored under another key is
+    rebuilt and rewritten, not an error; a good file is read back as the same automaton."""
     import hashlib
-    import pickle
 
     from logitgate import _cachedir
     from logitgate.automata.utf8 import keyed_utf8_automaton
@@ -478,17 +477,22 @@ def test_unreadable_disk_cache_entry_is_rebuilt(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(_cachedir, "_CHECKED", {})
     groups = (((0xE9, 0xE9),), ((0x660, 0x669),))
     key = np.array([7, 0xE9, 0x660], np.int64)
-    path = tmp_path / "utf8" / f"{hashlib.sha256(key.tobytes()).hexdigest()[:40]}-v2.pickle"
-    path.parent.mkdir(parents=True)
-    # a pickle naming a module that does not exist (as one written by a renamed package would)
-    bad = pickle.dumps((key, None)).replace(b"numpy", b"nompy")
-    for content in (bad, bad[:10], b""):
+    path = tmp_path / "utf8" / f"{hashlib.sha256(key.tobytes()).hexdigest()[:40]}-v3.bin"
+    built = keyed_utf8_automaton(key, lambda: groups)
+    good = path.read_bytes()
+    other = bytearray(good)
+    other[24:32] = np.array([8], np.int64).tobytes()  # another key
+    huge = bytearray(good)
+    huge[8:16] = np.array([2**40], np.int64).tobytes()  # a node count past the end
+    for content in (good[:-1], good[:30], b"", bytes(other), bytes(huge), good + b"x"):
         path.write_bytes(content)
         automaton = keyed_utf8_automaton(key, lambda: groups)
-        assert run_class_automaton(automaton.nodes, "é".encode()) == 0
-        assert run_class_automaton(automaton.nodes, "\u0665".encode()) == 1
-        stored, again = pickle.loads(path.read_bytes())  # rewritten, readable
-        assert np.array_equal(stored, key) and again.nodes == automaton.nodes
+        assert automaton.nodes == built.nodes
+        assert path.read_bytes() == good  # rewritten
+    read = keyed_utf8_automaton(key, lambda: pytest.fail("a good file is not rebuilt"))
+    assert read.nodes == built.nodes and np.array_equal(read.rows, built.rows)
+    assert np.array_equal(read.label_mask, built.label_mask) and np.array_equal(read.depth, built.depth)
+    assert run_class_automaton(read.nodes, "\u0665".encode()) == 1
 
 
 # ---------------------------------------------------------------------------------------------

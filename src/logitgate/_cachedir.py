@@ -24,7 +24,7 @@ def cache_dir(sub: str) -> str:
         base = os.path.join(xdg, "logitgate")
     wanted = os.path.join(base, sub)
     path = _CHECKED.get(wanted)
-    if path is not None and os.path.isdir(path):
+    if path is not None:  # no stat per call: a folder removed since is a miss, and writes fail quietly
         return path
     path = wanted
     try:

@@ -171,20 +171,15 @@ class CompiledGrammar:
             k = self._batch_row.get(state)
             if k is not None:
                 mask = self._batch[k]
-            elif self._batch_row:
-                mask = self._compute_masks(np.array([state * self._n_classes], dtype=np.int32), 0)[0]
+            elif self._batch_row:  # a later state alone (batches of the next ones measured no better)
+                mask = self._batch_masks(state, 1, 0)[1][0]
             else:  # the first request: one kernel call for the state and those an ASCII text meets next
-                trie = self.trie
-                rows, out = trie_kernels.first_batch_masks(
-                    self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes),
-                    max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)), trie.root_child, trie.nodes,
-                    trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, self.mask_words,
-                    FIRST_BATCH_VISITS)
-                batch = self._finish_masks(rows, out)
+                rows, batch = self._batch_masks(state, max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)),
+                                                FIRST_BATCH_VISITS)
                 with self._lock:
                     if not self._batch_row:
                         self._batch = batch
-                        states = (rows[:len(batch)] // self._n_classes).tolist()
+                        states = (rows // self._n_classes).tolist()
                         self._batch_row = dict(zip(states, range(len(batch))))
                 mask = batch[0]
             with self._lock:
@@ -193,6 +188,16 @@ class CompiledGrammar:
                 while len(self._masks) > max(1, self._max_masks - len(self._batch)):
                     del self._masks[next(iter(self._masks))]
         return mask
+
+    def _batch_masks(self, state: int, limit: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, masks)``: the masks of ``state`` and of up to ``limit - 1`` states an ASCII text
+        meets next (breadth-first), as far as ``budget`` trie visits allow, in one kernel call."""
+        trie = self.trie
+        rows, out = trie_kernels.first_batch_masks(
+            self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes), limit,
+            trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth,
+            self.mask_words, budget)
+        return rows, self._finish_masks(rows, out)
 
     def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
         """The masks (read-only int32 ``[k, mask_words]``) of the states at row offsets

@@ -160,13 +160,12 @@ class _Glushkov:
         return _Frag(outgoing[node.start], last, accepting[node.start])
 
     def build(self, node: Node) -> _Frag:
-        if isinstance(node, CharClass):
-            return self.chain((node,))
-        if isinstance(node, Group):
-            return self.build(node.item)
-        if isinstance(node, Concat):
-            frag = _Frag([], [], True)
+        kind = type(node)
+        if kind is Concat:
             items = node.items
+            if items and all(type(item) is CharClass for item in items):  # a literal string, usually
+                return self.chain(items)
+            frag = _Frag([], [], True)
             i = 0
             while i < len(items):
                 if isinstance(items[i], CharClass):  # a run of characters: positions in a chain
@@ -179,6 +178,10 @@ class _Glushkov:
                     frag = self.concat(frag, self.build(items[i]))
                     i += 1
             return frag
+        if kind is CharClass:
+            return self.chain((node,))
+        if kind is Group:
+            return self.build(node.item)
         if isinstance(node, Alt):
             first: list[int] = []
             last: list[int] = []

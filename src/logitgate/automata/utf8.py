@@ -228,10 +228,13 @@ def utf8_automaton(groups: tuple[tuple[tuple[int, int], ...], ...]) -> Utf8Autom
 def keyed_utf8_automaton(key: np.ndarray, groups: Callable[[], tuple[tuple[tuple[int, int], ...], ...]]) -> Utf8Automaton:
     """The automaton of ``groups()``, kept on disk under ``key`` (an int64 array that determines
     the groups; stored in the file and compared on reading, so a hash collision rebuilds): a
-    caller with a cheaper key than the groups themselves skips computing them when on disk."""
+    caller with a cheaper key than the groups themselves skips computing them when on disk.
+
+    The file is the raw arrays one after another (see :func:`_to_bytes`): one read and a few
+    array views, which matters on the cold caches of a compile (unpickling four arrays cost
+    more than building a small automaton)."""
     import hashlib
     import os
-    import pickle
     import tempfile
 
     from .._cachedir import cache_dir
@@ -239,22 +242,55 @@ def keyed_utf8_automaton(key: np.ndarray, groups: Callable[[], tuple[tuple[tuple
     digest = hashlib.sha256(key.tobytes()).hexdigest()[:40]
     path = ""
     try:
-        path = os.path.join(cache_dir("utf8"), f"{digest}-v2.pickle")
+        path = os.path.join(cache_dir("utf8"), f"{digest}-v3.bin")
         with open(path, "rb") as f:
-            stored, automaton = pickle.load(f)
-        if isinstance(automaton, Utf8Automaton) and np.array_equal(stored, key):
+            automaton = _from_bytes(f.read(), key)
+        if automaton is not None:
             return automaton
-    except Exception:  # missing, truncated, corrupt, or pickled by another version (ImportError): rebuilt
+    except Exception:  # missing, truncated or corrupt: rebuilt
         pass
     automaton = _build_utf8_automaton(groups())
     if path:
         try:
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                pickle.dump((key, automaton), f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(_to_bytes(automaton, key))
             os.replace(tmp, path)
         except OSError:
             pass
+    return automaton
+
+
+def _to_bytes(automaton: Utf8Automaton, key: np.ndarray) -> bytes:
+    """int64 ``[len(key), n_nodes, n_moves]``, then ``key`` and ``depth`` (int64), ``label_mask``
+    (uint64), the moves (int32 ``[n_moves, 4]``: node, lo, hi, child) and ``rows`` (int32
+    ``[n_nodes, 64]``)."""
+    moves, depth, rows, label_mask = automaton.__getstate__()
+    head = np.array([len(key), len(depth), len(moves)], np.int64)
+    return b"".join(a.tobytes() for a in (head, key.astype(np.int64), depth.astype(np.int64),
+                                          label_mask.astype(np.uint64), moves.astype(np.int32), rows.astype(np.int32)))
+
+
+def _from_bytes(data: bytes, key: np.ndarray) -> Utf8Automaton | None:
+    """The automaton :func:`_to_bytes` wrote, or None when the stored key is not ``key``; raises
+    on a malformed buffer."""
+    n_key, n_nodes, n_moves = np.frombuffer(data, np.int64, 3).tolist()
+    off = 24
+    stored = np.frombuffer(data, np.int64, n_key, off)
+    if n_key != len(key) or not np.array_equal(stored, key):
+        return None
+    off += 8 * n_key
+    depth = np.frombuffer(data, np.int64, n_nodes, off)
+    off += 8 * n_nodes
+    label_mask = np.frombuffer(data, np.uint64, n_nodes, off)
+    off += 8 * n_nodes
+    moves = np.frombuffer(data, np.int32, 4 * n_moves, off).reshape(n_moves, 4)
+    off += 16 * n_moves
+    rows = np.frombuffer(data, np.int32, 64 * n_nodes, off).reshape(n_nodes, 64)
+    if off + 256 * n_nodes != len(data):
+        raise ValueError("trailing bytes in a cached UTF-8 automaton")
+    automaton = Utf8Automaton.__new__(Utf8Automaton)
+    automaton.__setstate__((moves, depth, rows, label_mask))
     return automaton
 
 

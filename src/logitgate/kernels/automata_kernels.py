@@ -1120,7 +1120,8 @@ def union_table(flat, state_off, flat_off, byte_classes, acc, patterns, lit, lit
     return table, byte_column, pattern_of, accept_of, start
 
 
-@njit(cache=True, nogil=True)
+@njit((_i64_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, types.int64, types.int64),
+      cache=True, nogil=True)  # signatures load compiled code at import, not at a compile's first call
 def minimal_char_dfa(follow_off, follow, group_off, group_members, class_of, class_off, class_atoms, start, n_atoms,
                      max_states):  # pragma: no cover - compiled
     """The whole character-level half of a one-pattern regex in one call (a compile runs on cold
@@ -1170,6 +1171,16 @@ def minimal_char_dfa(follow_off, follow, group_off, group_members, class_of, cla
 
 
 @njit(cache=True, nogil=True)
+def _renumbered_accepting(accepting, order):  # pragma: no cover - compiled
+    """Row ``i``: ``accepting[order[i]]``, False beyond its rows (mid-character states)."""
+    out = np.zeros((order.shape[0], accepting.shape[1]), np.bool_)
+    for i in range(order.shape[0]):
+        if order[i] < accepting.shape[0]:
+            out[i] = accepting[order[i]]
+    return out
+
+
+@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d), cache=True, nogil=True)
 def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover - compiled
     """``assemble_columns`` then ``canonical_classes`` for a character DFA whose atoms are all
     ASCII (no lead or continuation bytes): ``(byte_classes, class_transitions, accepting)``, the
@@ -1180,17 +1191,8 @@ def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover
     return byte_classes, trans, _renumbered_accepting(accepting, order)
 
 
-@njit(cache=True, nogil=True)
-def _renumbered_accepting(accepting, order):  # pragma: no cover - compiled
-    """Row ``i``: ``accepting[order[i]]``, False beyond its rows (mid-character states)."""
-    out = np.zeros((order.shape[0], accepting.shape[1]), np.bool_)
-    for i in range(order.shape[0]):
-        if order[i] < accepting.shape[0]:
-            out[i] = accepting[order[i]]
-    return out
-
-
-@njit(cache=True, nogil=True)
+@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64),
+      cache=True, nogil=True)
 def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth, label_mask,
                   max_states):  # pragma: no cover - compiled
     """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character

@@ -175,21 +175,6 @@ def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, nodes, subtree_end, dup_first, dup_other,
-                      max_depth, words, budget):  # pragma: no cover - compiled
-    """:func:`ascii_bfs_rows` then :func:`_fill_masks_dfa` in one call (a regex's first mask
-    request, on the cold caches of a fresh compile, where each call costs microseconds): the
-    masks of the state at row ``first`` and of the states an ASCII text meets next, within
-    ``budget`` visits. Returns ``(rows, out)``, ``out[k]`` (``words`` words and the walk's spare
-    one) the mask of ``rows[k]``, as many rows as were filled."""
-    rows = ascii_bfs_rows(table, byte_class, n_classes, first, limit)
-    out = np.empty((rows.shape[0], words + 1), np.uint32)
-    done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-                           out, budget)
-    return rows[:done], out[:done]
-
-
-@njit(cache=True, nogil=True)
 def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
                     budget):  # pragma: no cover - compiled
     """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
@@ -244,6 +229,22 @@ def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup
                 i += 1
         copy_dups(mask, dup_first, dup_other)
     return rows.shape[0]
+
+
+@njit((_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
+       _i32_1d_ro, types.int64, types.int64, types.int64), cache=True, nogil=True)  # loaded at import
+def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, nodes, subtree_end, dup_first, dup_other,
+                      max_depth, words, budget):  # pragma: no cover - compiled
+    """:func:`ascii_bfs_rows` then :func:`_fill_masks_dfa` in one call (a regex's first mask
+    request, on the cold caches of a fresh compile, where each call costs microseconds): the
+    masks of the state at row ``first`` and of the states an ASCII text meets next, within
+    ``budget`` visits. Returns ``(rows, out)``, ``out[k]`` (``words`` words and the walk's spare
+    one) the mask of ``rows[k]``, as many rows as were filled."""
+    rows = ascii_bfs_rows(table, byte_class, n_classes, first, limit)
+    out = np.empty((rows.shape[0], words + 1), np.uint32)
+    done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
+                           out, budget)
+    return rows[:done], out[:done]
 
 
 @njit(
