@@ -44,6 +44,38 @@ def run_worker(job: dict, work_dir: Path, timeout_s: float):
     return runner.run_worker(job, work_dir, timeout_s, "regex_worker.py", "regex")
 
 
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One result per regex from the same regex's results in several rounds (each a fresh worker
+    process): the median of each compile time and memory figure, the mask times of every round
+    pooled, correctness only when every round agrees (an error or a refusal in any round wins)."""
+    merged = {}
+    for name in rounds[0]:
+        runs = [r.get(name, {"status": "missing", "error": "absent from a round"}) for r in rounds]
+        bad = next((x for x in runs if x.get("status") != "ok"), None)
+        if bad is not None:
+            merged[name] = bad
+            continue
+        res = dict(runs[0])  # round 0's details (messages, steps walked)
+        for key in ("compile_ms", "compile_first_mask_ms", "full_index_ms", "rss_peak_delta_kb",
+                    "rss_retained_delta_kb", "engine_reported_bytes", "engine_reported_bytes_after_walks",
+                    "tracemalloc_peak_kb", "tracemalloc_retained_kb"):
+            values = [x.get(key) for x in runs]
+            if all(v is not None for v in values):
+                res[key] = float(np.median(values))
+                res[key + "_rounds"] = values
+        for key in ("mask_ns_first_walk", "mask_ns_warm"):
+            res[key] = [t for x in runs for t in x.get(key, [])]
+        res["walks"] = sum(x.get("walks", 0) for x in runs)
+        res["valid_ok"] = all(x["valid_ok"] for x in runs)
+        res["invalid_rejected"] = all(x["invalid_rejected"] for x in runs)
+        if not res["valid_ok"]:
+            res["valid_detail"] = next(x["valid_detail"] for x in runs if not x["valid_ok"])
+        if not res["invalid_rejected"]:
+            res["invalid_detail"] = next(x["invalid_detail"] for x in runs if not x["invalid_rejected"])
+        merged[name] = res
+    return merged
+
+
 # --------------------------------------------------------------------------- statistics
 
 
@@ -431,6 +463,9 @@ def main(argv=None):
     ap.add_argument("--walk-budget", type=float, default=None,
                     help="seconds of warm walks per regex before giving up on --repeat (default 5, quick 2)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per regex per engine (default 30)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="fresh worker processes per engine, engines taking turns (default 3): the report "
+                         "gives the median compile time of the rounds and pools their mask times")
     ap.add_argument("--regexes", default=None, help="comma-separated subset of regex names")
     ap.add_argument("--vocab-source", choices=["logitgate", "reference"], default="logitgate",
                     help="where the token bytes come from (reference: mistral-common reader, "
@@ -452,6 +487,7 @@ def main(argv=None):
         engines = [e for e in engines if not e.startswith("logitgate")]
     tokenizers = list(TOKENIZER_FILES) if args.tokenizer == "both" else [args.tokenizer]
     repeat = 2 if args.quick else max(1, args.repeat)
+    rounds = 1 if args.quick else max(1, args.rounds)
     walk_budget = args.walk_budget if args.walk_budget is not None else (2.0 if args.quick else 5.0)
 
     regexes = load_regexes()
@@ -473,14 +509,16 @@ def main(argv=None):
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
         "machine": machine_info(), "versions": engine_versions(), "engines": engines,
-        "repeat": repeat, "walk_budget_s": walk_budget, "timeout_s": args.timeout,
+        "repeat": repeat, "rounds": rounds, "walk_budget_s": walk_budget, "timeout_s": args.timeout,
         "regex_file": str(REGEX_FILE),
     }
     m = meta["machine"]
     print(f"# Regex benchmark: {', '.join(engines)}\n")
     print(f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), {m['memory_gb']} GB, "
           f"Python {m['python']}. Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-          + f". Walks per regex: {repeat}; timeout {args.timeout:g} s per regex per engine.", flush=True)
+          + f". Walks per regex: {repeat}; rounds: {rounds} (fresh processes per engine, engines in turn: "
+          "compile times are the median of the rounds, mask times pooled); timeout "
+          f"{args.timeout:g} s per regex per engine.", flush=True)
 
     report = {"meta": meta, "tokenizers": {}}
     tmp_root = Path(tempfile.mkdtemp(prefix="lg-bench-"))
@@ -499,17 +537,24 @@ def main(argv=None):
             "paths": {it["name"]: {"valid": it["valid_ids"], "invalid": it["invalid_ids"]} for it in items},
             "setup": {}, "results": {}, "comparisons": [],
         }
+        rounds_of: dict[str, list[dict]] = {e: [] for e in engines}
+        for rnd in range(rounds):  # engines take turns, so a drift of the machine hits them alike
+            for e in engines:
+                work = tmp_root / tname / e / f"round{rnd}"
+                work.mkdir(parents=True, exist_ok=True)
+                job = {"tokenizer": tname, "engine": e, "vocab_source": args.vocab_source, "items": items,
+                       "repeat": repeat, "walk_budget_s": walk_budget,
+                       "mask_dir": str(tmp_root / tname / e / "masks" if rnd == 0 else work / "masks"),
+                       "tracemalloc": not args.no_tracemalloc and rnd == 0}
+                t0 = time.perf_counter()
+                setup, results = run_worker(job, work, args.timeout)
+                print(f"  [{tname}] {e} round {rnd + 1}/{rounds}: {time.perf_counter() - t0:.1f} s",
+                      file=sys.stderr, flush=True)
+                if rnd == 0:
+                    tdata["setup"][e] = setup
+                rounds_of[e].append(results)
         for e in engines:
-            work = tmp_root / tname / e
-            work.mkdir(parents=True, exist_ok=True)
-            job = {"tokenizer": tname, "engine": e, "vocab_source": args.vocab_source, "items": items,
-                   "repeat": repeat, "walk_budget_s": walk_budget, "mask_dir": str(work / "masks"),
-                   "tracemalloc": not args.no_tracemalloc}
-            t0 = time.perf_counter()
-            setup, results = run_worker(job, work, args.timeout)
-            print(f"  [{tname}] {e}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-            tdata["setup"][e] = setup
-            tdata["results"][e] = results
+            tdata["results"][e] = merge_rounds(rounds_of[e])
         ref = next((e for e in ("logitgate", "llguidance", "xgrammar") if e in engines), None)
         for name in names:
             for other in engines:

@@ -69,12 +69,15 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-_LAYOUTS: dict[tuple[int, tuple[int, ...]], tuple[int, np.ndarray]] = {}
+_LAYOUTS: dict[tuple[int, tuple[int, ...]], tuple[int, np.ndarray, np.ndarray]] = {}
 
 
-def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray]:
-    """``(words per mask, the read-only mask of the EOS tokens only)`` for ``tokenizer`` (shared
-    by the tokenizers with its width and EOS ids)."""
+_NO_BATCH = np.zeros((0, 0), dtype=np.int32)
+
+
+def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(words per mask, the read-only mask of the EOS tokens only, the same as uint32)`` for
+    ``tokenizer`` (shared by the tokenizers with its width and EOS ids)."""
     key = (tokenizer.vocab_size, tuple(tokenizer.eos_token_ids))
     layout = _LAYOUTS.get(key)
     if layout is None:
@@ -82,7 +85,7 @@ def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray]:
         eos = np.zeros(words, dtype=np.uint32)
         for t in tokenizer.eos_token_ids:
             eos[t >> 5] |= np.uint32(1 << (t & 31))
-        layout = words, _readonly(eos.view(np.int32))
+        layout = words, _readonly(eos.view(np.int32)), _readonly(eos)
         if len(_LAYOUTS) >= 64:
             _LAYOUTS.clear()
         _LAYOUTS[key] = layout
@@ -103,12 +106,14 @@ class CompiledGrammar:
         self.tokenizer = tokenizer
         self.dfa = dfa
         self.trie = tokenizer.trie
-        # the mask walk's form of the DFA: a flat class table of row offsets (see class_table)
-        self._table = trie_kernels.class_table(dfa.class_transitions)
-        self._n_classes = int(dfa.class_transitions.shape[1])
-        self._byte_class = _readonly(dfa.byte_classes.astype(np.int32))
-        self._accepting = np.asarray(dfa.accepting[:, 0], dtype=bool)
-        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
+        n_states, self._n_classes = dfa.class_transitions.shape
+        if n_states * self._n_classes >= 2**31:  # row offsets are int32
+            raise CompileError(f"the {grammar.kind}'s DFA is too large ({n_states} states)")
+        # the walk's form of the DFA: a flat class table of row offsets (see class_table)
+        table, byte_class, self._accepting = trie_kernels.walk_tables(dfa.class_transitions, dfa.byte_classes,
+                                                                      dfa.accepting)
+        self._table, self._byte_class = _readonly(table), _readonly(byte_class)
+        self.mask_words, self.eos_mask, self._eos_words = _mask_layout(tokenizer)
         self._masks: dict[int, np.ndarray] = {}
         # memoised masks are capped by Limits.mask_cache_bytes (oldest dropped first)
         self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
@@ -116,7 +121,7 @@ class CompiledGrammar:
         self._lock = threading.Lock()
         self._indexing_started = False
         # the first mask request's batch (see token_mask): masks [k, mask_words], state -> row
-        self._batch = np.zeros((0, self.mask_words), dtype=np.int32)
+        self._batch = _NO_BATCH
         self._batch_row: dict[int, int] = {}
 
     # -- states -------------------------------------------------------------------------------
@@ -195,9 +200,9 @@ class CompiledGrammar:
         trie = self.trie
         rows, out = trie_kernels.first_batch_masks(
             self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes), limit,
-            trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth,
-            self.mask_words, budget)
-        return rows, self._finish_masks(rows, out)
+            trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, budget,
+            self._accepting, self._eos_words)  # EOS bits set by the kernel
+        return rows, _readonly(out[:, :self.mask_words].view(np.int32))
 
     def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
         """The masks (read-only int32 ``[k, mask_words]``) of the states at row offsets
@@ -280,7 +285,7 @@ class CompiledCFG(CompiledGrammar):
         self.tokenizer = tokenizer
         self.trie = tokenizer.trie
         self.cfg = cfg
-        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
+        self.mask_words, self.eos_mask, _ = _mask_layout(tokenizer)
         self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
         self._lock = threading.Lock()
         if cfg.lex_mode != "chars" and cfg.kind != "json_schema":  # JSON lexemes end unambiguously
@@ -357,7 +362,7 @@ class CompiledRecognizer(CompiledGrammar):
         self.tokenizer = tokenizer
         self.trie = tokenizer.trie
         self.recognizer = recognizer  # a FunctionalRecognizer raising RecognizerError on failure
-        self.mask_words, self.eos_mask = _mask_layout(tokenizer)
+        self.mask_words, self.eos_mask, _ = _mask_layout(tokenizer)
         self._lock = threading.RLock()
         self._ids: dict[Any, int] = {}
         self._states: list[Any] = []

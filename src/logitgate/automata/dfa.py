@@ -41,13 +41,13 @@ from ..kernels.automata_kernels import (
     expand_utf8,
     group_rows_i32,
     hopcroft,
-    minimal_char_dfa,
     non_ascii_atoms,
+    regex_char_dfa,
     union_table,
     utf8_byte_dfa,
 )
 from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
-from .nfa import AtomPartition, PositionNFA, build_nfa
+from .nfa import AtomPartition, PositionNFA, build_nfa, class_arrays
 from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
@@ -184,7 +184,7 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     """The pipeline of the module docstring: one position NFA over all of ``nodes``.
 
     One pattern (every compile of a regex, and each part of a union) takes the fast path: one
-    kernel call for steps 2-3 (``minimal_char_dfa``) and one for steps 4-5 (``ascii_byte_dfa``,
+    kernel call for the atoms and steps 2-3 (``regex_char_dfa``) and one for steps 4-5 (``ascii_byte_dfa``,
     or ``utf8_byte_dfa`` with non-ASCII atoms). A compile runs on cold caches, where each kernel
     call and numpy operation costs microseconds: fewer, larger calls make it faster. Several
     patterns (tests use it as the union's oracle) go step by step."""
@@ -192,12 +192,12 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
 
     if len(nodes) != 1:
         return _stepwise_dfa(nodes, max_states, limit)
-    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit)
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit, atoms=False)
     check_deadline("regex NFA built")
-    atoms = nfa.atoms
-    table, accepting, status = minimal_char_dfa(
-        nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of, atoms.class_off,
-        atoms.class_flat, nfa.start, atoms.n_atoms, max_states)
+    table, accepting, status, *partition = regex_char_dfa(
+        *class_arrays(nfa.classes), nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of,
+        nfa.start, max_states)
+    atoms = AtomPartition.__new__(AtomPartition).set(*partition)
     if status == 1:
         raise _too_many_states(max_states, limit)
     if status == 2:

@@ -27,7 +27,7 @@ from ..limits import check_deadline
 from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
 from .utf8 import normalize_ranges
 
-__all__ = ["PositionNFA", "AtomPartition", "build_nfa"]
+__all__ = ["PositionNFA", "AtomPartition", "build_nfa", "class_arrays"]
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -253,6 +253,18 @@ def _normalized(ranges: Ranges) -> Ranges:
     return normalize_ranges(ranges)
 
 
+def class_arrays(classes: Sequence[Ranges]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ranges, range_off)``, the input of kernel ``atom_partition``: class ``c`` is the rows
+    ``ranges[range_off[c]:range_off[c + 1]]`` (int64 ``[lo, hi]``)."""
+    # few numpy calls: a compile runs on cold caches, where each one costs microseconds
+    range_off = np.array(list(accumulate(map(len, classes), initial=0)), np.int64)
+    if range_off[-1] == 0:
+        return np.zeros((0, 2), np.int64), range_off
+    if range_off[-1] <= 64:
+        return np.array(list(chain.from_iterable(classes)), np.int64), range_off
+    return np.concatenate([_class_array(ranges) for ranges in classes]), range_off  # big classes: cached arrays
+
+
 class AtomPartition:
     """The coarsest partition of code points into *atoms* such that every class is a union of atoms.
 
@@ -267,22 +279,14 @@ class AtomPartition:
     __slots__ = ("starts", "interval_atom", "n_atoms", "class_off", "class_flat")
 
     def __init__(self, classes: Sequence[Ranges]) -> None:
-        n_classes = len(classes)
-        if n_classes == 0:
-            self.starts = np.zeros(1, np.int64)
-            self.interval_atom = np.full(1, -1, np.int64)
-            self.n_atoms = 0
-            self.class_off = np.zeros(1, np.int64)
-            self.class_flat = np.zeros(0, np.int32)
-            return
-        # few numpy calls: a compile runs on cold caches, where each one costs microseconds
-        range_off = np.array(list(accumulate(map(len, classes), initial=0)), np.int64)
-        if range_off[-1] <= 64:
-            flat = np.array(list(chain.from_iterable(classes)), np.int64)
-        else:  # big (Unicode) classes: their arrays are cached
-            flat = np.concatenate([_class_array(ranges) for ranges in classes])
-        self.starts, self.interval_atom, n_atoms, self.class_off, self.class_flat = atom_partition(flat, range_off)
-        self.n_atoms = int(n_atoms)
+        self.set(*atom_partition(*class_arrays(classes)))
+
+    def set(self, starts: np.ndarray, interval_atom: np.ndarray, n_atoms: int, class_off: np.ndarray,
+            class_flat: np.ndarray) -> "AtomPartition":
+        """Take the arrays of kernel ``atom_partition`` (or of a kernel that runs it)."""
+        self.starts, self.interval_atom, self.n_atoms = starts, interval_atom, int(n_atoms)
+        self.class_off, self.class_flat = class_off, class_flat
+        return self
 
     def class_atoms(self, c: int) -> tuple[int, ...]:
         """The atoms whose union is class ``c``."""
@@ -320,7 +324,7 @@ class PositionNFA:
     """
 
     __slots__ = (
-        "n_patterns", "start", "follow_off", "follow", "group_off", "group_members", "class_of", "atoms"
+        "n_patterns", "start", "follow_off", "follow", "group_off", "group_members", "class_of", "atoms", "classes"
     )
 
     def __init__(
@@ -332,7 +336,8 @@ class PositionNFA:
         group_off: np.ndarray,
         group_members: np.ndarray,
         class_of: np.ndarray,
-        atoms: AtomPartition,
+        atoms: AtomPartition | None,
+        classes: Sequence[Ranges] = (),
     ) -> None:
         self.n_patterns = n_patterns
         self.start = start
@@ -341,7 +346,8 @@ class PositionNFA:
         self.group_off = group_off
         self.group_members = group_members
         self.class_of = class_of
-        self.atoms = atoms
+        self.atoms = atoms  # None when build_nfa was told to leave it to a kernel
+        self.classes = classes  # the distinct classes, class_of's numbering
 
     @property
     def n_states(self) -> int:
@@ -364,12 +370,14 @@ def _csr(lists: list[list[int]], skip: int = 0) -> tuple[np.ndarray, np.ndarray]
     return offsets, np.array(list(chain.from_iterable(lists)), np.int32)
 
 
-def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit: str = "max_dfa_states") -> PositionNFA:
+def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit: str = "max_dfa_states",
+              atoms: bool = True) -> PositionNFA:
     """Build the position NFA recognising each of ``nodes`` (pattern ``k`` = ``nodes[k]``).
 
     ``max_positions`` caps the number of character positions after expanding counted repetition;
     exceeding it raises :class:`~logitgate.errors.LimitError` naming ``limit`` (the states cap the
-    positions cap derives from).
+    positions cap derives from). ``atoms=False`` leaves ``atoms`` None, for a caller whose kernel
+    partitions the classes itself (from :func:`class_arrays` of ``classes``).
     """
     k_patterns = len(nodes)
     g = _Glushkov(k_patterns, max_positions)
@@ -385,7 +393,5 @@ def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit:
     follow_off, follow = _csr(g.follow, skip=k_patterns)
     group_off, group_members = _csr(g.groups)
     class_of = np.array([-1] * k_patterns + g.position_class, np.int32)
-    atoms = AtomPartition(g.classes)
-    return PositionNFA(
-        k_patterns, np.array(start, np.int32), follow_off, follow, group_off, group_members, class_of, atoms
-    )
+    return PositionNFA(k_patterns, np.array(start, np.int32), follow_off, follow, group_off, group_members, class_of,
+                       AtomPartition(g.classes) if atoms else None, g.classes)

@@ -1216,3 +1216,15 @@ def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth
     columns, byte_column = assemble_columns(table, starts, interval_atom, lead, lead_of, mid)
     byte_classes, trans, order = canonical_classes(columns, byte_column)
     return byte_classes, trans, _renumbered_accepting(accepting, order), 0
+
+
+@njit((_i64_2d, _i64_1d, _i64_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, _i32_1d, types.int64), cache=True, nogil=True)
+def regex_char_dfa(ranges, range_off, follow_off, follow, group_off, group_members, class_of, start,
+                   max_states):  # pragma: no cover - compiled
+    """``atom_partition`` of the classes (``ranges``, ``range_off``) then ``minimal_char_dfa``:
+    a one-pattern position NFA to its minimal DFA over atoms in one call. Returns ``(table,
+    accepting, status, starts, interval_atom, n_atoms, class_off, class_atoms)``."""
+    starts, interval_atom, n_atoms, class_off, class_atoms = atom_partition(ranges, range_off)
+    table, accepting, status = minimal_char_dfa(follow_off, follow, group_off, group_members, class_of, class_off,
+                                                class_atoms, start, n_atoms, max_states)
+    return table, accepting, status, starts, interval_atom, n_atoms, class_off, class_atoms

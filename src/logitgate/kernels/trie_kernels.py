@@ -17,6 +17,7 @@ _i32_1d = types.Array(types.int32, 1, "C")
 _i32_1d_ro = types.Array(types.int32, 1, "C", readonly=True)
 _u8_1d_ro = types.Array(types.uint8, 1, "C", readonly=True)
 _u32_1d = types.Array(types.uint32, 1, "C")
+_u32_1d_ro = types.Array(types.uint32, 1, "C", readonly=True)
 _i32_2d_ro = types.Array(types.int32, 2, "C", readonly=True)
 
 
@@ -135,6 +136,20 @@ def _row_offsets(table):  # pragma: no cover - compiled
 _u32_2d = types.Array(types.uint32, 2, "C")
 
 
+@njit((_i32_2d_ro, _u8_1d_ro, types.Array(types.boolean, 2, "C", readonly=True)), cache=True, nogil=True)
+def walk_tables(class_transitions, byte_classes, accepting):  # pragma: no cover - compiled
+    """What a compiled regex walks, from its DFA's arrays in one call (a compile runs on cold
+    caches, where each numpy operation costs microseconds): the flat row-offset table of
+    :func:`class_table` (the caller checks its size), the byte classes as int32 and whether each
+    state accepts (pattern 0)."""
+    table = _row_offsets(class_transitions)
+    byte_class = byte_classes.astype(np.int32)
+    acc = np.empty(accepting.shape[0], np.bool_)
+    for s in range(accepting.shape[0]):
+        acc[s] = accepting[s, 0]
+    return table, byte_class, acc
+
+
 @njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
 def copy_dups(out, dup_first, dup_other):  # pragma: no cover - compiled
     """Set token ``dup_other[k]`` in ``out`` wherever ``dup_first[k]`` (same bytes) is set."""
@@ -232,18 +247,25 @@ def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup
 
 
 @njit((_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
-       _i32_1d_ro, types.int64, types.int64, types.int64), cache=True, nogil=True)  # loaded at import
+       _i32_1d_ro, types.int64, types.int64, types.Array(types.boolean, 1, "C"), _u32_1d_ro),
+      cache=True, nogil=True)  # loaded at import
 def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, nodes, subtree_end, dup_first, dup_other,
-                      max_depth, words, budget):  # pragma: no cover - compiled
+                      max_depth, budget, accepting, eos):  # pragma: no cover - compiled
     """:func:`ascii_bfs_rows` then :func:`_fill_masks_dfa` in one call (a regex's first mask
     request, on the cold caches of a fresh compile, where each call costs microseconds): the
     masks of the state at row ``first`` and of the states an ASCII text meets next, within
-    ``budget`` visits. Returns ``(rows, out)``, ``out[k]`` (``words`` words and the walk's spare
-    one) the mask of ``rows[k]``, as many rows as were filled."""
+    ``budget`` visits, with the bits of ``eos`` (a mask: one word per 32 tokens) set in those of
+    the states that ``accepting``. Returns ``(rows, out)``, ``out[k]`` (the mask's words and the
+    walk's spare one) the mask of ``rows[k]``, as many rows as were filled."""
     rows = ascii_bfs_rows(table, byte_class, n_classes, first, limit)
+    words = eos.shape[0]
     out = np.empty((rows.shape[0], words + 1), np.uint32)
     done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
                            out, budget)
+    for k in range(done):
+        if accepting[rows[k] // n_classes]:
+            for w in range(words):
+                out[k, w] |= eos[w]
     return rows[:done], out[:done]
 
 
