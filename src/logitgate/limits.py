@@ -147,19 +147,23 @@ def using_limits(limits: Limits | None = None, /, **changes: object) -> Iterator
         _current.reset(token)
 
 
-@contextlib.contextmanager
-def compile_deadline() -> Iterator[None]:
+class compile_deadline:  # noqa: N801 - used as a function: ``with compile_deadline():``
     """Start the ``max_compile_seconds`` clock unless an enclosing block already did (nested front
-    end and compile steps share one deadline)."""
-    if _deadline.get() is not None:
-        yield
-        return
-    secs = get_limits().max_compile_seconds
-    token = _deadline.set(time.monotonic() + secs if secs else float("inf"))
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
+    end and compile steps share one deadline). A plain class, not a generator: every compile
+    enters it twice, on cold caches."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        if _deadline.get() is not None:
+            self._token = None
+            return
+        secs = get_limits().max_compile_seconds
+        self._token = _deadline.set(time.monotonic() + secs if secs else float("inf"))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _deadline.reset(self._token)
 
 
 def check_deadline(where: str = "") -> None:
