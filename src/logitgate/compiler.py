@@ -69,10 +69,9 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_NO_BATCH = np.zeros((0, 0), dtype=np.int32)  # a compiled regex's batch before its first mask
+
 _LAYOUTS: dict[tuple[int, tuple[int, ...]], tuple[int, np.ndarray, np.ndarray]] = {}
-
-
-_NO_BATCH = np.zeros((0, 0), dtype=np.int32)
 
 
 def _mask_layout(tokenizer: Tokenizer) -> tuple[int, np.ndarray, np.ndarray]:
@@ -214,13 +213,8 @@ class CompiledGrammar:
             self._table, self._byte_class, rows, trie.root_child, trie.nodes, trie.subtree_end,
             trie.dup_first, trie.dup_other, trie.max_depth, out, budget,
         )
-        return self._finish_masks(rows[:done], out[:done])
-
-    def _finish_masks(self, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """The walk's rows ``out`` (uint32, a spare word last) of the states at row offsets
-        ``rows`` as read-only int32 masks, with the EOS bits of the accepting ones."""
-        masks = out[:, :self.mask_words].view(np.int32)
-        accepting = self._accepting[rows // self._n_classes]
+        masks = out[:done, :self.mask_words].view(np.int32)
+        accepting = self._accepting[rows[:done] // self._n_classes]
         if accepting.any():
             masks[accepting] |= self.eos_mask
         return _readonly(masks)

@@ -197,7 +197,7 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     table, accepting, status, *partition = regex_char_dfa(
         *class_arrays(nfa.classes), nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of,
         nfa.start, max_states)
-    atoms = AtomPartition.__new__(AtomPartition).set(*partition)
+    atoms = AtomPartition.from_arrays(*partition)
     if status == 1:
         raise _too_many_states(max_states, limit)
     if status == 2:

@@ -279,14 +279,20 @@ class AtomPartition:
     __slots__ = ("starts", "interval_atom", "n_atoms", "class_off", "class_flat")
 
     def __init__(self, classes: Sequence[Ranges]) -> None:
-        self.set(*atom_partition(*class_arrays(classes)))
+        self._set(*atom_partition(*class_arrays(classes)))
 
-    def set(self, starts: np.ndarray, interval_atom: np.ndarray, n_atoms: int, class_off: np.ndarray,
-            class_flat: np.ndarray) -> "AtomPartition":
-        """Take the arrays of kernel ``atom_partition`` (or of a kernel that runs it)."""
+    @classmethod
+    def from_arrays(cls, starts: np.ndarray, interval_atom: np.ndarray, n_atoms: int, class_off: np.ndarray,
+                    class_flat: np.ndarray) -> "AtomPartition":
+        """The partition a kernel that runs ``atom_partition`` returned (its five results)."""
+        atoms = cls.__new__(cls)
+        atoms._set(starts, interval_atom, n_atoms, class_off, class_flat)
+        return atoms
+
+    def _set(self, starts: np.ndarray, interval_atom: np.ndarray, n_atoms: int, class_off: np.ndarray,
+             class_flat: np.ndarray) -> None:
         self.starts, self.interval_atom, self.n_atoms = starts, interval_atom, int(n_atoms)
         self.class_off, self.class_flat = class_off, class_flat
-        return self
 
     def class_atoms(self, c: int) -> tuple[int, ...]:
         """The atoms whose union is class ``c``."""

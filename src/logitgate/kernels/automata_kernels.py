@@ -1120,8 +1120,7 @@ def union_table(flat, state_off, flat_off, byte_classes, acc, patterns, lit, lit
     return table, byte_column, pattern_of, accept_of, start
 
 
-@njit((_i64_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, types.int64, types.int64),
-      cache=True, nogil=True)  # signatures load compiled code at import, not at a compile's first call
+@njit(cache=True, nogil=True)  # compiled into regex_char_dfa, its one caller
 def minimal_char_dfa(follow_off, follow, group_off, group_members, class_of, class_off, class_atoms, start, n_atoms,
                      max_states):  # pragma: no cover - compiled
     """The whole character-level half of a one-pattern regex in one call (a compile runs on cold
@@ -1218,6 +1217,7 @@ def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth
     return byte_classes, trans, _renumbered_accepting(accepting, order), 0
 
 
+# signatures load compiled code at import, not at the first compile that calls the kernel
 @njit((_i64_2d, _i64_1d, _i64_1d, _i32_1d, _i64_1d, _i32_1d, _i32_1d, _i32_1d, types.int64), cache=True, nogil=True)
 def regex_char_dfa(ranges, range_off, follow_off, follow, group_off, group_members, class_of, start,
                    max_states):  # pragma: no cover - compiled
