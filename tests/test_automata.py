@@ -465,34 +465,45 @@ def test_labelled_utf8_automaton() -> None:
     assert automaton.depth[0] == 0 and set(automaton.depth[1:].tolist()) <= {1, 2, 3}
 
 
-def test_unreadable_disk_cache_entry_is_rebuilt(tmp_path, monkeypatch) -> None:
-    """A cached UTF-8 automaton file that is truncated, corrupt or stored under another key is
-    rebuilt and rewritten, not an error; a good file is read back as the same automaton."""
-    import hashlib
-
-    from logitgate import _cachedir
-    from logitgate.automata.utf8 import keyed_utf8_automaton
-
-    monkeypatch.setenv("LOGITGATE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(_cachedir, "_CHECKED", {})
-    groups = (((0xE9, 0xE9),), ((0x660, 0x669),))
-    key = np.array([7, 0xE9, 0x660], np.int64)
-    path = tmp_path / "utf8" / f"{hashlib.sha256(key.tobytes()).hexdigest()[:40]}-v3.bin"
-    built = keyed_utf8_automaton(key, lambda: groups)
-    good = path.read_bytes()
-    other = bytearray(good)
-    other[24:32] = np.array([8], np.int64).tobytes()  # another key
-    huge = bytearray(good)
-    huge[8:16] = np.array([2**40], np.int64).tobytes()  # a node count past the end
-    for content in (good[:-1], good[:30], b"", bytes(other), bytes(huge), good + b"x"):
-        path.write_bytes(content)
-        automaton = keyed_utf8_automaton(key, lambda: groups)
-        assert automaton.nodes == built.nodes
-        assert path.read_bytes() == good  # rewritten
-    read = keyed_utf8_automaton(key, lambda: pytest.fail("a good file is not rebuilt"))
-    assert read.nodes == built.nodes and np.array_equal(read.rows, built.rows)
-    assert np.array_equal(read.label_mask, built.label_mask) and np.array_equal(read.depth, built.depth)
-    assert run_class_automaton(read.nodes, "\u0665".encode()) == 1
+@settings(max_examples=80, deadline=None)
+@given(cuts=st.lists(st.sampled_from([0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000,
+                                      0x10FFFF]) | st.integers(0x80, 0x10FFFF), min_size=1, max_size=14),
+       n_groups=st.integers(1, 4), seed=st.integers(0, 2**32))
+def test_utf8_label_automaton_matches_codec_and_is_minimal(cuts, n_groups: int, seed: int) -> None:
+    """The kernel's labelled automaton of random intervals (split at encoded-length and surrogate
+    edges among others): every character reaches exactly its interval's label, and no two nodes
+    have the same residual language (equal rows once children are canonical)."""
+    rng = random.Random(seed)
+    points = sorted(set(cuts))
+    groups: list[list[tuple[int, int]]] = [[] for _ in range(n_groups)]
+    for lo, nxt in zip(points, points[1:] + [0x110000]):
+        label = rng.randint(-1, n_groups - 1)
+        if label >= 0:
+            groups[label].append((lo, nxt - 1))
+    norm = tuple(normalize_ranges(g) for g in groups)
+    automaton = utf8_automaton(norm)
+    nodes = automaton.nodes
+    probes = {rng.randint(0x80, 0x10FFFF) for _ in range(300)} | {p for q in points for p in (q - 1, q, q + 1)}
+    for c in sorted(probes):
+        if c < 0x80 or c > 0x10FFFF or SURROGATES[0] <= c <= SURROGATES[1]:
+            continue
+        expected = next((i for i, g in enumerate(norm) if in_ranges(g, c)), None)
+        assert run_class_automaton(nodes, chr(c).encode("utf-8")) == expected, hex(c)
+    for data in random_byte_strings(rng, 200):  # only single valid characters are read
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        if len(text) != 1:
+            assert run_class_automaton(nodes, data) is None, data
+    assert len(set(nodes)) == len(nodes)
+    assert all(child < 0 or 0 < child < j or j == 0 for j, moves in enumerate(nodes) for _, _, child in moves)
+    labels = [{-1 - c for _, _, c in moves if c < 0} for moves in nodes]
+    for j in range(1, len(nodes)):  # label masks: every label reachable from the node
+        for _, _, c in nodes[j]:
+            if c > 0:
+                labels[j] |= labels[c]
+        assert automaton.label_mask[j] == sum(1 << min(label, 63) for label in labels[j])
 
 
 # ---------------------------------------------------------------------------------------------

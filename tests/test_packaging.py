@@ -152,7 +152,7 @@ def test_cache_dir_is_configurable(tmp_path, monkeypatch):
     assert cache_dir("numba") == str(tmp_path / "lg" / "numba") and (tmp_path / "lg" / "numba").is_dir()
     monkeypatch.delenv("LOGITGATE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir("utf8") == str(tmp_path / "xdg" / "logitgate" / "utf8")
+    assert cache_dir("unicode") == str(tmp_path / "xdg" / "logitgate" / "unicode")
 
 
 def test_numba_uses_the_cache_dir():

@@ -10,8 +10,9 @@ Pipeline (:func:`build_dfa`):
 3. Character-level trimming (states that cannot reach acceptance go) and Hopcroft minimisation
    (kernels ``coreachable``, ``hopcroft``): the minimal DFA over atoms.
 4. UTF-8 expansion (:func:`_expand`): ASCII atoms become byte columns directly; the other atoms
-   share one minimal labelled UTF-8 automaton (label = atom; cached), which kernel
-   ``expand_utf8`` copies for each state with the labels replaced by that state's targets,
+   share one minimal labelled UTF-8 automaton (label = atom; kernel ``utf8_label_automaton``,
+   kept in memory when big), which kernel ``expand_utf8`` copies for each state with the labels
+   replaced by that state's targets,
    hash-consing the mid-character nodes bottom-up (Revuz's algorithm for the acyclic part).
    Since the character-level DFA is minimal this gives the minimal byte DFA: boundary states stay
    distinct (a distinguishing string of characters encodes to distinguishing bytes), no
@@ -45,10 +46,10 @@ from ..kernels.automata_kernels import (
     regex_char_dfa,
     union_table,
     utf8_byte_dfa,
+    utf8_label_automaton,
 )
 from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa, class_arrays
-from .utf8 import DISK_MIN_PIECES, Utf8Automaton, keyed_utf8_automaton, utf8_automaton
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
 
@@ -207,11 +208,8 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
         byte_classes, class_transitions, accepting = ascii_byte_dfa(table, accepting, atoms.starts,
                                                                     atoms.interval_atom)
     else:
-        first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
-        automaton = _non_ascii_automaton(atoms, int(first_na), na_atoms, labels)
         byte_classes, class_transitions, accepting, status = utf8_byte_dfa(
-            table, accepting, atoms.starts, atoms.interval_atom, na_atoms, automaton.rows, automaton.depth,
-            automaton.label_mask, max_states)
+            table, accepting, atoms.starts, atoms.interval_atom, *_label_automaton(atoms), max_states)
         if status:
             raise _too_many_states(max_states, limit)
     return _freeze(None, 0, accepting, np.ones_like(accepting), byte_classes, class_transitions)
@@ -426,34 +424,32 @@ def _minimize_chars(
     return np.ascontiguousarray(new_id[table[reps]]), np.ascontiguousarray(accepting[reps])
 
 
-_AUTOMATON_CACHE: dict[tuple[bytes, bytes], Utf8Automaton] = {}
-
-
-def _non_ascii_automaton(
-    atoms: AtomPartition, first_na: int, na_atoms: np.ndarray, labels: np.ndarray
-) -> Utf8Automaton:
-    """The labelled UTF-8 automaton of the non-ASCII parts of ``na_atoms`` (label ``j`` =
-    ``na_atoms[j]``; ``labels``: each interval's label from ``first_na`` on), cached by the
-    interval layout so that big classes are built once."""
-    starts = atoms.starts[first_na:]
-    key = (starts.tobytes(), labels.tobytes())
-    found = _AUTOMATON_CACHE.get(key)
-    if found is None:
-        def groups() -> tuple[tuple[tuple[int, int], ...], ...]:
-            return tuple(atoms.ranges((a,), lo=0x80) for a in na_atoms.tolist())
-
-        if len(starts) < DISK_MIN_PIECES:  # at most that many ranges: utf8_automaton builds it
-            found = utf8_automaton(groups())
-        else:  # on disk by the interval layout, without computing the groups first
-            found = keyed_utf8_automaton(np.concatenate((starts, labels.astype(np.int64))), groups)
-        if len(_AUTOMATON_CACHE) >= 256:
-            _AUTOMATON_CACHE.clear()
-        _AUTOMATON_CACHE[key] = found
-    return found
-
-
 _NO_ROWS = np.zeros((0, 64), np.int32)
 _NO_LEAD = np.zeros(0, np.int64)
+_NO_AUTOMATON = (_NO_ROWS, _NO_LEAD, np.zeros(0, np.uint64))
+_LABEL_CACHE: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_LABEL_CACHE_MIN = 32  # non-ASCII intervals; a smaller automaton builds as fast as a lookup
+
+
+def _label_automaton(atoms: AtomPartition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labelled UTF-8 automaton of the non-ASCII atoms (kernel ``utf8_label_automaton``) as
+    ``(rows, depth, label_mask)``, kept in memory by the non-ASCII interval layout when that has
+    at least ``_LABEL_CACHE_MIN`` intervals (Unicode ``\\w``: about 150 µs to build); else no rows,
+    and the caller's kernel builds it."""
+    first_na = int(np.searchsorted(atoms.starts, 0x80))
+    if len(atoms.starts) - first_na < _LABEL_CACHE_MIN:
+        return _NO_AUTOMATON
+    key = (atoms.starts[first_na:].tobytes(), atoms.interval_atom[first_na:].tobytes())
+    found = _LABEL_CACHE.get(key)
+    if found is None:
+        _, _, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
+        found = utf8_label_automaton(atoms.starts[first_na:].copy(), labels)
+        for a in found:
+            a.flags.writeable = False
+        if len(_LABEL_CACHE) >= 256:
+            _LABEL_CACHE.clear()
+        _LABEL_CACHE[key] = found
+    return found
 
 
 def _expand(
@@ -469,12 +465,12 @@ def _expand(
     # non-ASCII atoms: one labelled UTF-8 automaton over all of them, expanded per state
     first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
     if len(na_atoms):
-        automaton = _non_ascii_automaton(atoms, int(first_na), na_atoms, labels)
+        rows, depth, label_mask = _label_automaton(atoms)
+        if not len(rows):
+            rows, depth, label_mask = utf8_label_automaton(atoms.starts[first_na:].copy(), labels)
         targets = np.ascontiguousarray(table[:, na_atoms])
         first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
-        lead, mid = expand_utf8(
-            automaton.rows, automaton.depth, automaton.label_mask, targets[first], m, max_states - m
-        )
+        lead, mid = expand_utf8(rows, depth, label_mask, targets[first], m, max_states - m)
     else:
         lead, lead_of, mid = _NO_ROWS, _NO_LEAD, _NO_ROWS
     n = m + mid.shape[0]

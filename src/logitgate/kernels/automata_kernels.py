@@ -13,6 +13,7 @@ _i32_1d = types.Array(types.int32, 1, "C")
 _i64_1d = types.Array(types.int64, 1, "C")
 _u8_1d = types.Array(types.uint8, 1, "C")
 _i32_2d = types.Array(types.int32, 2, "C")
+_i64_2d = types.Array(types.int64, 2, "C")
 _u8_2d = types.Array(types.uint8, 2, "C")
 _u8_1d_ro = types.Array(types.uint8, 1, "C", readonly=True)
 _b1_1d = types.Array(types.boolean, 1, "C")
@@ -20,6 +21,7 @@ _b1_2d = types.Array(types.boolean, 2, "C")
 _i32_2d_ro = types.Array(types.int32, 2, "C", readonly=True)
 _i64_1d_ro = types.Array(types.int64, 1, "C", readonly=True)
 _u64_1d_ro = types.Array(types.uint64, 1, "C", readonly=True)
+_u64_1d = types.Array(types.uint64, 1, "C")
 
 
 @njit(cache=True, nogil=True)
@@ -296,6 +298,166 @@ def _row_hash(row, weights):  # pragma: no cover - compiled
     for c in range(row.shape[0]):
         h += np.uint64(row[c] + 2) * weights[c]
     return h ^ (h >> np.uint64(29))
+
+
+@njit(types.Tuple((types.int32, types.int64))(_i32_2d, _i64_1d, _i32_2d, types.int64, types.int64, types.int64),
+      cache=True, nogil=True)
+def _whole_subtree(rows, depth, full, n, d, label):  # pragma: no cover - compiled
+    """``(node, n)``: the shared node reading ``d`` continuation bytes, any of them, to end in
+    ``label`` (created with the ones below it if new; ``n`` nodes exist, ``rows`` has room)."""
+    for dd in range(1, d + 1):
+        if full[dd, label] < 0:
+            rows[n, :] = -1 - label if dd == 1 else full[dd - 1, label]
+            depth[n] = dd
+            full[dd, label] = n
+            n += 1
+    return full[d, label], n
+
+
+@njit(types.Tuple((types.int64, types.int64))(_i32_2d, _i64_1d, _i32_2d, _i64_2d, types.int64, types.int64,
+                                               types.int64, types.int64, types.int64, types.int64, types.int64,
+                                               types.int64, types.int64), cache=True, nogil=True)
+def _place_digits(rows, depth, full, stack, top, n, node, off, shift, child_d, a, b,
+                  label):  # pragma: no cover - compiled
+    """Make ``node`` read the values ``a .. b`` (their digit ``>> shift`` in column ``off +
+    digit``, the rest below in nodes of depth ``child_d``) to end in ``label``: last bytes and
+    whole subtrees are set directly, a partial subtree at either end is pushed on ``stack`` as
+    ``(node, column, child_d, lo, hi)``. Returns ``(top, n)``."""
+    lo_d, hi_d = a >> shift, b >> shift
+    if child_d == 0:
+        rows[node, off + lo_d:off + hi_d + 1] = -1 - label
+        return top, n
+    mask = (1 << shift) - 1
+    for dg in range(lo_d, hi_d + 1):
+        x = a & mask if dg == lo_d else 0
+        y = b & mask if dg == hi_d else mask
+        if x == 0 and y == mask:
+            sub, n = _whole_subtree(rows, depth, full, n, child_d, label)
+            rows[node, off + dg] = sub
+        else:
+            stack[top, 0] = node
+            stack[top, 1] = off + dg
+            stack[top, 2] = child_d
+            stack[top, 3] = x
+            stack[top, 4] = y
+            top += 1
+    return top, n
+
+
+@njit(types.Tuple((_i32_2d, _i64_1d, _u64_1d))(_i64_1d, _i32_1d), cache=True, nogil=True)
+def utf8_label_automaton(starts, labels):  # pragma: no cover - compiled
+    """The minimal labelled UTF-8 automaton of intervals above ASCII, in the dense form of
+    ``logitgate.automata.utf8.Utf8Automaton``: ``(rows, depth, label_mask)``.
+
+    Interval ``i`` is ``starts[i] .. starts[i + 1] - 1`` (the last one runs to U+10FFFF); its
+    code points (surrogates and ASCII excepted) end a character with label ``labels[i]`` (-1:
+    none). Each interval is split by encoded length and inserted into a trie of 64-way nodes
+    (whole subtrees of one label are one shared node; intervals are disjoint, so no shared node is
+    written twice); the trie is then hash-consed bottom-up, by depth, so that children are
+    canonical before their parents and equal residual languages become one node: the automaton
+    is minimal. Children are numbered before their parents; node 0 is the start.
+    """
+    n_iv = starts.shape[0]
+    n_labels = 1
+    for i in range(n_iv):
+        n_labels = max(n_labels, labels[i] + 1)
+    cap = 128  # nodes; grown by doubling
+    rows = np.zeros((cap, 64), np.int32)
+    depth = np.zeros(cap, np.int64)
+    full = np.full((4, n_labels), -1, np.int32)
+    stack = np.empty((16, 5), np.int64)  # (parent, column, child depth, lo, hi)
+    n = 1
+    for i in range(n_iv):
+        label = labels[i]
+        if label < 0:
+            continue
+        first = max(starts[i], 0x80)
+        last = starts[i + 1] - 1 if i + 1 < n_iv else 0x10FFFF
+        for part in range(4):  # 2-byte, 3-byte below and above the surrogates, 4-byte
+            k = 1 if part == 0 else (2 if part < 3 else 3)
+            lo = max(first, (0x80, 0x800, 0xE000, 0x10000)[part])
+            hi = min(last, (0x7FF, 0xD7FF, 0xFFFF, 0x10FFFF)[part])
+            if lo > hi:
+                continue
+            base = (0xC0, 0xE0, 0xE0, 0xF0)[part] - 0xC0  # column of the lead byte's marker
+            if n + 9 > cap:  # room for a part: two partial nodes per depth (its ends), 3 shared
+                cap *= 2
+                grown = np.zeros((cap, 64), np.int32)
+                grown[:n] = rows[:n]
+                rows = grown
+                grown_depth = np.zeros(cap, np.int64)
+                grown_depth[:n] = depth[:n]
+                depth = grown_depth
+            top, n = _place_digits(rows, depth, full, stack, 0, n, 0, base, 6 * k, k, lo, hi, label)
+            while top > 0:
+                top -= 1
+                parent, col, d, a, b = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+                node = rows[parent, col]
+                if node == 0:
+                    rows[parent, col] = n
+                    depth[n] = d
+                    node = n
+                    n += 1
+                top, n = _place_digits(rows, depth, full, stack, top, n, node, 0, 6 * (d - 1), d - 1, a, b, label)
+    # hash-cons bottom-up: canon[j] is node j's id in the minimal automaton (0: the start)
+    canon = np.zeros(n, np.int32)
+    out = np.empty((n, 64), np.int32)
+    out_depth = np.zeros(n, np.int64)
+    hashes = np.empty(n, np.uint64)
+    table_size = 64
+    while table_size < 2 * n:
+        table_size *= 2
+    table = np.zeros(table_size, np.int64)  # canonical id + 1
+    weights = np.empty(64, np.uint64)
+    for c in range(64):
+        weights[c] = _mix(c + 1) | np.uint64(1)
+    row = np.empty(64, np.int32)
+    n_out = 1
+    for d in range(1, 4):
+        for j in range(1, n):
+            if depth[j] != d:
+                continue
+            for c in range(64):
+                code = rows[j, c]
+                row[c] = canon[code] if code > 0 else code
+            h = _row_hash(row, weights) ^ np.uint64(d)
+            slot = h & np.uint64(table_size - 1)
+            found = -1
+            while table[slot] != 0:
+                q = table[slot] - 1
+                if hashes[q] == h and out_depth[q] == d:
+                    same = True
+                    for c in range(64):
+                        if out[q, c] != row[c]:
+                            same = False
+                            break
+                    if same:
+                        found = q
+                        break
+                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            if found < 0:
+                found = n_out
+                out[found] = row
+                out_depth[found] = d
+                hashes[found] = h
+                table[slot] = found + 1
+                n_out += 1
+            canon[j] = found
+    for c in range(64):
+        code = rows[0, c]
+        out[0, c] = canon[code] if code > 0 else code
+    label_mask = np.zeros(n_out, np.uint64)
+    for i in range(1, n_out + 1):  # children before parents, the start last
+        q = i if i < n_out else 0
+        m = np.uint64(0)
+        for c in range(64):
+            code = out[q, c]
+            if code < 0:
+                m |= np.uint64(1) << np.uint64(min(-1 - code, 63))
+            elif code > 0:
+                m |= label_mask[code]
+        label_mask[q] = m
+    return out[:n_out].copy(), out_depth[:n_out].copy(), label_mask
 
 
 @njit(
@@ -681,7 +843,6 @@ def _group_equal_rows(h, rows):  # pragma: no cover - compiled
     return group_of, first[:n_groups].copy()
 
 
-_i64_2d = types.Array(types.int64, 2, "C")
 
 
 @njit(types.Tuple((_i64_1d, _i64_1d, types.int64, _i64_1d, _i32_1d))(_i64_2d, _i64_1d), cache=True, nogil=True)
@@ -1190,16 +1351,19 @@ def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover
     return byte_classes, trans, _renumbered_accepting(accepting, order)
 
 
-@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64),
-      cache=True, nogil=True)
-def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth, label_mask,
+@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64), cache=True, nogil=True)
+def utf8_byte_dfa(table, accepting, starts, interval_atom, rows, depth, label_mask,
                   max_states):  # pragma: no cover - compiled
     """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character
-    DFA with non-ASCII atoms ``na_atoms`` (their labelled UTF-8 automaton: ``rows``, ``depth``,
-    ``label_mask``): states with equal non-ASCII targets share their lead bytes
-    (``group_rows_i32``), ``expand_utf8`` builds the mid-character nodes, ``assemble_columns`` the
-    byte table. Returns ``(byte_classes, class_transitions, accepting, status)``, ``accepting``
-    renumbered like the states; status 1: more than ``max_states`` byte states."""
+    DFA with non-ASCII atoms: ``non_ascii_atoms`` labels them, ``utf8_label_automaton`` builds
+    their labelled UTF-8 automaton unless given (``rows``, ``depth``, ``label_mask``; no rows:
+    build it), states with equal non-ASCII targets share their lead bytes (``group_rows_i32``),
+    ``expand_utf8`` builds the mid-character nodes, ``assemble_columns`` the byte table. Returns
+    ``(byte_classes, class_transitions, accepting, status)``, ``accepting`` renumbered like the
+    states; status 1: more than ``max_states`` byte states."""
+    first_na, na_atoms, labels = non_ascii_atoms(starts, interval_atom)
+    if rows.shape[0] == 0:
+        rows, depth, label_mask = utf8_label_automaton(starts[first_na:].copy(), labels)
     m = table.shape[0]
     targets = np.empty((m, na_atoms.shape[0]), np.int32)
     for s in range(m):
