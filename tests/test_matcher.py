@@ -307,3 +307,21 @@ def test_allowed_token_ids_match_the_bitmask(tok_spm):
         assert np.array_equal(m.allowed_token_ids(), np.flatnonzero(current_mask(m, tok_spm.vocab_size)))
     assert m.accept_token(tok_spm.eos_token_ids[0])
     assert list(m.allowed_token_ids()) == list(tok_spm.eos_token_ids)
+
+
+def test_bitmask_of_the_wrong_shape_or_type_is_refused_clearly(tok_spm):
+    """Rows narrower or wider than the vocabulary's words, and other dtypes, raise an error that
+    says how to allocate the bitmask; nothing is written. A right one is filled in place."""
+    m = logitgate.Matcher(logitgate.compile(logitgate.Grammar.from_regex("[0-9]{2}"), tok_spm))
+    words = (tok_spm.vocab_size + 31) // 32
+    for bad in (np.zeros((2, words - 1), np.int32), np.zeros((2, words + 1), np.int32)):
+        with pytest.raises(ValueError, match="allocate_token_bitmask"):
+            m.fill_next_token_bitmask(bad, 1)
+        assert not bad.any()
+    with pytest.raises(TypeError, match="int32"):
+        m.fill_next_token_bitmask(np.zeros((2, words), np.int64), 1)
+    good = np.zeros((2, words), np.int32)
+    m.fill_next_token_bitmask(good, 1)
+    assert not good[0].any()
+    allowed = np.flatnonzero(bitmask_to_bool(good[1], tok_spm.vocab_size))
+    assert len(allowed) > 0 and np.array_equal(allowed, m.allowed_token_ids())

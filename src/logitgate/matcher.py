@@ -51,11 +51,21 @@ class Matcher:
     def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
         """Write the allowed tokens for the next step into row ``index`` of ``bitmask`` (int32,
         shape ``(batch, ceil(vocab_size/32))``; a torch CPU tensor works too)."""
-        mask = self._current_mask()
-        if (type(bitmask) is np.ndarray and bitmask.dtype is _INT32 and bitmask.ndim == 2
-                and bitmask.shape[1] == mask.shape[0]):
-            bitmask[index] = mask  # the common case, kept to one row assignment
-            return
+        if self._terminated:
+            mask = self.compiled.eos_mask
+        else:  # _current_mask inlined: this runs once per generated token
+            try:
+                mask = self.compiled.token_mask(self._state)
+            except RecognizerError as exc:
+                self._error = exc
+                self._terminated = True
+                raise
+        if type(bitmask) is np.ndarray and bitmask.dtype is _INT32 and bitmask.ndim == 2:
+            try:
+                bitmask[index] = mask  # the common case, kept to one row assignment
+                return
+            except ValueError:  # rows of another width: _row_view says so
+                pass
         _row_view(bitmask, index, self.compiled.mask_words)[...] = mask
 
     def allowed_token_ids(self) -> np.ndarray:
