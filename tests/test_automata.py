@@ -1090,3 +1090,28 @@ def test_benchmark_multi_pattern() -> None:
     rng = random.Random(11)
     strings = [random_walk(s, rng, max_len=25) for s in singles for _ in range(20)]
     check_multi(multi, singles, strings)
+
+
+def test_kernels_are_dispatched_without_type_conversion(monkeypatch) -> None:
+    """A kernel with an explicit signature given arrays of another type (writable where it takes
+    read-only ones, say) still runs, but numba first searches for a conversion: 200-400 µs, once
+    per process and type combination, which a single compile pays in full. Compiles of Unicode
+    patterns (big and small non-ASCII layouts, one pattern and a union) make no such search.
+    (A search made by an earlier test in the same process is cached by numba and not seen here.)"""
+    from numba.core import dispatcher
+
+    from logitgate.regex.parser import parse
+
+    searched: list[str] = []
+    original = dispatcher._DispatcherBase._search_new_conversions
+
+    def spy(self, *args, **kws):
+        searched.append(self.py_func.__name__)
+        return original(self, *args, **kws)
+
+    monkeypatch.setattr(dispatcher._DispatcherBase, "_search_new_conversions", spy)
+    patterns = [r"\w+\d", r"[^|()\n]{1,}\s", "é+x", r"(\d|[α-ω])+", "[\u0100-\u0200]x"]
+    for pattern in patterns:
+        regex_dfa(parse(pattern))
+    build_dfa([parse(p) for p in patterns])
+    assert searched == []

@@ -426,7 +426,6 @@ def _minimize_chars(
 
 _NO_ROWS = np.zeros((0, 64), np.int32)
 _NO_LEAD = np.zeros(0, np.int64)
-_NO_AUTOMATON = (_NO_ROWS, _NO_LEAD, np.zeros(0, np.uint64))
 _LABEL_CACHE: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 _LABEL_CACHE_MIN = 32  # non-ASCII intervals; a smaller automaton builds as fast as a lookup
 
@@ -434,18 +433,23 @@ _LABEL_CACHE_MIN = 32  # non-ASCII intervals; a smaller automaton builds as fast
 def _label_automaton(atoms: AtomPartition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labelled UTF-8 automaton of the non-ASCII atoms (kernel ``utf8_label_automaton``) as
     ``(rows, depth, label_mask)``, kept in memory by the non-ASCII interval layout when that has
-    at least ``_LABEL_CACHE_MIN`` intervals (Unicode ``\\w``: about 150 µs to build); else no rows,
-    and the caller's kernel builds it."""
+    at least ``_LABEL_CACHE_MIN`` intervals (Unicode ``\\w``: about 150 µs to build).
+
+    The arrays are read-only: a kernel whose signature takes read-only arrays, given writable
+    ones, is dispatched through numba's type conversion search, which cost 200-400 µs per call
+    (measured on the benchmark's relation-extraction regex)."""
     first_na = int(np.searchsorted(atoms.starts, 0x80))
-    if len(atoms.starts) - first_na < _LABEL_CACHE_MIN:
-        return _NO_AUTOMATON
-    key = (atoms.starts[first_na:].tobytes(), atoms.interval_atom[first_na:].tobytes())
-    found = _LABEL_CACHE.get(key)
-    if found is None:
-        _, _, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
-        found = utf8_label_automaton(atoms.starts[first_na:].copy(), labels)
-        for a in found:
-            a.flags.writeable = False
+    starts = atoms.starts[first_na:]
+    key = None
+    if len(starts) >= _LABEL_CACHE_MIN:
+        key = (starts.tobytes(), atoms.interval_atom[first_na:].tobytes())
+        found = _LABEL_CACHE.get(key)
+        if found is not None:
+            return found
+    found = utf8_label_automaton(starts.copy(), non_ascii_atoms(atoms.starts, atoms.interval_atom)[2])
+    for a in found:  # read-only, as the kernels' signatures take them (and the cache shares them)
+        a.flags.writeable = False
+    if key is not None:
         if len(_LABEL_CACHE) >= 256:
             _LABEL_CACHE.clear()
         _LABEL_CACHE[key] = found
@@ -466,8 +470,6 @@ def _expand(
     first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
     if len(na_atoms):
         rows, depth, label_mask = _label_automaton(atoms)
-        if not len(rows):
-            rows, depth, label_mask = utf8_label_automaton(atoms.starts[first_na:].copy(), labels)
         targets = np.ascontiguousarray(table[:, na_atoms])
         first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
         lead, mid = expand_utf8(rows, depth, label_mask, targets[first], m, max_states - m)

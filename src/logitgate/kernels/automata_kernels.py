@@ -1355,15 +1355,13 @@ def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover
 def utf8_byte_dfa(table, accepting, starts, interval_atom, rows, depth, label_mask,
                   max_states):  # pragma: no cover - compiled
     """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character
-    DFA with non-ASCII atoms: ``non_ascii_atoms`` labels them, ``utf8_label_automaton`` builds
-    their labelled UTF-8 automaton unless given (``rows``, ``depth``, ``label_mask``; no rows:
-    build it), states with equal non-ASCII targets share their lead bytes (``group_rows_i32``),
-    ``expand_utf8`` builds the mid-character nodes, ``assemble_columns`` the byte table. Returns
+    DFA with non-ASCII atoms (``non_ascii_atoms`` labels them; ``rows``, ``depth``,
+    ``label_mask``: their labelled UTF-8 automaton, from ``utf8_label_automaton``): states with
+    equal non-ASCII targets share their lead bytes (``group_rows_i32``), ``expand_utf8`` builds
+    the mid-character nodes, ``assemble_columns`` the byte table. Returns
     ``(byte_classes, class_transitions, accepting, status)``, ``accepting`` renumbered like the
     states; status 1: more than ``max_states`` byte states."""
     first_na, na_atoms, labels = non_ascii_atoms(starts, interval_atom)
-    if rows.shape[0] == 0:
-        rows, depth, label_mask = utf8_label_automaton(starts[first_na:].copy(), labels)
     m = table.shape[0]
     targets = np.empty((m, na_atoms.shape[0]), np.int32)
     for s in range(m):
