@@ -1115,3 +1115,47 @@ def test_kernels_are_dispatched_without_type_conversion(monkeypatch) -> None:
         regex_dfa(parse(pattern))
     build_dfa([parse(p) for p in patterns])
     assert searched == []
+
+
+_WORD = st.text("abcé|\\.", min_size=1, max_size=4).map(re.escape)
+# words, and loops of alternatives (their follow sets are groups: what a copied fragment renumbers)
+_WORDS = st.lists(_WORD | st.tuples(_WORD, _WORD, _WORD).map(lambda w: f"{w[0]}(?:{w[1]}|c{w[2]})+"),
+                  min_size=2, max_size=9)
+
+
+@needs_parser
+@settings(max_examples=60, deadline=None)
+@given(words=_WORDS, other=_WORDS, shape=st.integers(0, 5), flags=st.sampled_from(["", "(?i)", "(?x)"]))
+def test_repeated_group_bodies_and_alternations_are_reused_exactly(words, other, shape, flags) -> None:
+    """A non-capturing group body met again is parsed once (the parser shares its items), its
+    alternation built once (the builder keeps it) and its NFA fragment copied with shifted ids
+    (``_Glushkov._replicate``): the minimal DFA (canonical arrays) equals the one from a parse
+    that reuses nothing (the trees may differ: shared items factor as equal prefixes), every NFA
+    array equals that of a build that copies nothing, and the DFA agrees with ``re``."""
+    from logitgate.automata import nfa as nfa_module
+    from logitgate.regex import parser as parser_module
+
+    a, b = "(?:" + "|".join(words) + ")", "(?:" + "|".join(other) + ")"
+    pattern = flags + [a + "-" + a, f"({a}|x{b})+{a}?", f"{a}{{2,3}}{b}{a}", f"(?i:{a}){a}",
+                       f"(?:{a}|{b}){a}(?:{a}|{b})", f"{a}*({a})"][shape]
+    with pytest.MonkeyPatch.context() as mp:  # reuse whatever repeats, however small
+        mp.setattr(parser_module, "_REUSE_MIN_BODY", 0)
+        mp.setattr(nfa_module, "_TEMPLATE_MIN_POSITIONS", 1)
+        tree = parse(pattern)
+        reused_nfa = nfa_module.build_nfa([tree], atoms=False)
+    with pytest.MonkeyPatch.context() as mp:  # reuse nothing
+        mp.setattr(parser_module, "_REUSE_MIN_BODY", 10**9)
+        mp.setattr(nfa_module, "_TEMPLATE_MIN_POSITIONS", 10**9)
+        fresh_tree = parse(pattern)
+        fresh_nfa = nfa_module.build_nfa([tree], atoms=False)
+    for name in ("start", "follow_off", "follow", "group_off", "group_members", "class_of"):
+        assert np.array_equal(getattr(reused_nfa, name), getattr(fresh_nfa, name)), name
+    dfa = regex_dfa(tree)
+    fresh_dfa = regex_dfa(fresh_tree)
+    for name in ("accepting", "byte_classes", "class_transitions"):
+        assert np.array_equal(getattr(dfa, name), getattr(fresh_dfa, name)), name
+    rng = random.Random(len(pattern))
+    pieces = ["-", "x", "c", *(w.replace("\\", "") for w in words + other)]
+    strings = ["".join(rng.choice(pieces)
+                       for _ in range(rng.randint(0, 6))) for _ in range(60)]
+    assert_agrees_with_re(pattern, dfa, strings)

@@ -43,6 +43,11 @@ class _Frag:
         self.nullable = nullable
 
 
+_TEMPLATE_MIN_POSITIONS = 16
+"""Positions an alternation needs for its fragment to be kept for reuse (smaller ones build
+about as fast as they are copied)."""
+
+
 class _Glushkov:
     """Builds positions (with their class) and follow sets for a list of patterns.
 
@@ -63,6 +68,8 @@ class _Glushkov:
         self.follow: list[list[int]] = []
         self.groups: list[list[int]] = []
         self._group_ids: dict[int, int] = {}  # id of a registered first list -> its group
+        # big alternations built so far -> their fragment as built (see _replicate)
+        self._templates: dict[Alt, tuple] = {}
 
     def ref(self, states: list[int]) -> int:
         """A reference to ``states`` (a frag's ``first`` list, never mutated once referenced)."""
@@ -183,6 +190,10 @@ class _Glushkov:
         if kind is Group:
             return self.build(node.item)
         if isinstance(node, Alt):
+            template = self._templates.get(node)
+            if template is not None:
+                return self._replicate(template)
+            i0, g0 = len(self.position_class), len(self.groups)
             first: list[int] = []
             last: list[int] = []
             nullable = False
@@ -191,6 +202,10 @@ class _Glushkov:
                 first += f.first
                 last += f.last
                 nullable = nullable or f.nullable
+            n = len(self.position_class) - i0
+            if n >= _TEMPLATE_MIN_POSITIONS:  # its follow lists now, before a parent adds to them
+                self._templates[node] = (i0, n, g0, len(self.groups), [f.copy() for f in self.follow[i0:]],
+                                         tuple(first), tuple(last), nullable)
             return _Frag(first, last, nullable)
         if isinstance(node, Empty):
             return _Frag([], [], True)
@@ -199,6 +214,21 @@ class _Glushkov:
         if isinstance(node, Automaton):
             return self.automaton(node)
         raise TypeError(f"not a regex syntax node: {node!r}")
+
+    def _replicate(self, template: tuple) -> _Frag:
+        """The fragment of an alternation met again (patterns often repeat a word list): the
+        positions, follow lists and groups it had when first built, shifted to new ids. A
+        fragment's follow lists only refer to its own positions and groups when it is built."""
+        i0, n, g0, g1, follow, first, last, nullable = template
+        d = self.reserve(n) - self.offset - i0  # shift of the position ids
+        dg = len(self.groups) - g0  # shift of the group ids
+        for g in range(g0, g1):
+            members = [p + d for p in self.groups[g]]
+            self._group_ids[id(members)] = len(self.groups)
+            self.groups.append(members)
+        self.position_class += self.position_class[i0:i0 + n]
+        self.follow += [[r - d if r < 0 else r + dg for r in refs] for refs in follow]
+        return _Frag([p + d for p in first], [p + d for p in last], nullable)
 
     def repeat(self, node: Repeat) -> _Frag:
         lo, hi = node.min, node.max

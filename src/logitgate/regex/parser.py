@@ -175,6 +175,11 @@ _Item = _Atom | _At | _Repeat | _Group | _Branch
 # ---------------------------------------------------------------------------------------------
 
 
+_REUSE_MIN_BODY = 24
+"""Characters a non-capturing group's body needs for the parser to remember it (shorter ones
+parse faster than they are looked up)."""
+
+
 class _Parser:
     """Recursive-descent parser over ``pattern``; ``pos`` is the index of the next unread char."""
 
@@ -185,6 +190,9 @@ class _Parser:
         self.flags = flags  # argument flags | global inline flags
         self.group_count = 0
         self.group_names: dict[str, int] = {}
+        # bodies of non-capturing groups parsed so far ((body, verbose) -> items), for patterns
+        # that repeat a sub-pattern (generated ones often do): see parse_group
+        self._bodies: dict[tuple[str, bool], list[_Item]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -652,9 +660,21 @@ class _Parser:
                     )
                 self.group_names[name] = index
         sub_verbose = bool((verbose or (add_flags & _X)) and not (del_flags & _X))
+        body = self.pos
+        if not capture:  # the same body again: parsing is a function of the text, so reuse it
+            for (text, v), items in self._bodies.items():
+                if v == sub_verbose and self.s.startswith(text, body) and self.s.startswith(")", body + len(text)):
+                    self.pos = body + len(text) + 1
+                    seq.append(_Group(None, None, add_flags, del_flags, items))
+                    return verbose
+        groups = self.group_count
         sub = self.parse_sub(sub_verbose, nested + 1)
         if not self.match(")"):
             raise self.error("missing ), unterminated subpattern", start)
+        if not capture and self.group_count == groups and self.pos - body > _REUSE_MIN_BODY and len(self._bodies) < 64:
+            # no capturing group inside (their numbers would differ); items are never changed
+            # once parsed, so the two groups may share them
+            self._bodies[(self.s[body:self.pos - 1], sub_verbose)] = sub
         seq.append(_Group(index, name, add_flags, del_flags, sub))
         return verbose
 
@@ -783,6 +803,9 @@ def _atom_class(atom: _Atom, ignorecase: bool, ascii: bool, dotall: bool) -> Cha
 class _Builder:
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
+        # alternations built so far, by (id, flags, starts, ends): the parser shares the items of
+        # a repeated group body (see _Parser.parse_group), and nodes are immutable
+        self._branches: dict[tuple[int, int, bool, bool], Node] = {}
 
     def seq(self, seq: list[_Item], flags: int, at_start: bool, at_end: bool) -> Node:
         """A sequence; ``at_start``/``at_end``: nothing can be consumed before/after it."""
@@ -829,7 +852,11 @@ class _Builder:
             if type(item) is _Group:
                 node = self.group(item, flags, starts, ends)
             elif type(item) is _Branch:
-                node = _alt([self.seq(alt, flags, starts, ends) for alt in item.alternatives])
+                key = (id(item), flags, starts, ends)
+                found = self._branches.get(key)
+                if found is None:
+                    found = self._branches[key] = _alt([self.seq(alt, flags, starts, ends) for alt in item.alternatives])
+                node = found
             else:
                 assert type(item) is _Repeat
                 node = self.repeat(item, flags, starts, ends)
