@@ -43,7 +43,7 @@ class _Frag:
         self.nullable = nullable
 
 
-_TEMPLATE_MIN_POSITIONS = 16
+_TEMPLATE_MIN_POSITIONS = 8
 """Positions an alternation needs for its fragment to be kept for reuse (smaller ones build
 about as fast as they are copied)."""
 

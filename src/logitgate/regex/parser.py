@@ -175,8 +175,8 @@ _Item = _Atom | _At | _Repeat | _Group | _Branch
 # ---------------------------------------------------------------------------------------------
 
 
-_REUSE_MIN_BODY = 24
-"""Characters a non-capturing group's body needs for the parser to remember it (shorter ones
+_REUSE_MIN_BODY = 16
+"""Characters a group's body needs for the parser to remember it (shorter ones
 parse faster than they are looked up)."""
 
 
@@ -190,7 +190,7 @@ class _Parser:
         self.flags = flags  # argument flags | global inline flags
         self.group_count = 0
         self.group_names: dict[str, int] = {}
-        # bodies of non-capturing groups parsed so far ((body, verbose) -> items), for patterns
+        # bodies of groups parsed so far ((body, verbose) -> items), for patterns
         # that repeat a sub-pattern (generated ones often do): see parse_group
         self._bodies: dict[tuple[str, bool], list[_Item]] = {}
 
@@ -661,17 +661,17 @@ class _Parser:
                 self.group_names[name] = index
         sub_verbose = bool((verbose or (add_flags & _X)) and not (del_flags & _X))
         body = self.pos
-        if not capture:  # the same body again: parsing is a function of the text, so reuse it
-            for (text, v), items in self._bodies.items():
-                if v == sub_verbose and self.s.startswith(text, body) and self.s.startswith(")", body + len(text)):
-                    self.pos = body + len(text) + 1
-                    seq.append(_Group(None, None, add_flags, del_flags, items))
-                    return verbose
+        # the same body again: parsing is a function of the text, so its items are reused
+        for (text, v), items in self._bodies.items():
+            if v == sub_verbose and self.s.startswith(text, body) and self.s.startswith(")", body + len(text)):
+                self.pos = body + len(text) + 1
+                seq.append(_Group(index, name, add_flags, del_flags, items))
+                return verbose
         groups = self.group_count
         sub = self.parse_sub(sub_verbose, nested + 1)
         if not self.match(")"):
             raise self.error("missing ), unterminated subpattern", start)
-        if not capture and self.group_count == groups and self.pos - body > _REUSE_MIN_BODY and len(self._bodies) < 64:
+        if self.group_count == groups and self.pos - body > _REUSE_MIN_BODY and len(self._bodies) < 64:
             # no capturing group inside (their numbers would differ); items are never changed
             # once parsed, so the two groups may share them
             self._bodies[(self.s[body:self.pos - 1], sub_verbose)] = sub
