@@ -300,6 +300,27 @@ def _row_hash(row, weights):  # pragma: no cover - compiled
     return h ^ (h >> np.uint64(29))
 
 
+@njit(types.UniTuple(types.int64, 2)(_i64_1d, _u64_1d, _i32_2d, _i32_1d, types.uint64), cache=True, nogil=True)
+def _find_row(table, hashes, store, row, h):  # pragma: no cover - compiled
+    """Open addressing over ``table`` (a power of two long; entry ``k + 1`` stands for row ``k`` of
+    ``store``, whose hash is ``hashes[k]``; 0 is empty): ``(k, slot)`` for the stored row equal to
+    ``row`` (hash ``h``), or ``(-1, slot)`` with the empty slot where it would go."""
+    mask = np.uint64(table.shape[0] - 1)
+    slot = h & mask
+    while table[slot] != 0:
+        k = table[slot] - 1
+        if hashes[k] == h:
+            same = True
+            for c in range(row.shape[0]):
+                if store[k, c] != row[c]:
+                    same = False
+                    break
+            if same:
+                return k, np.int64(slot)
+        slot = (slot + np.uint64(1)) & mask
+    return -1, np.int64(slot)
+
+
 @njit(types.Tuple((types.int32, types.int64))(_i32_2d, _i64_1d, _i32_2d, types.int64, types.int64, types.int64),
       cache=True, nogil=True)
 def _whole_subtree(rows, depth, full, n, d, label):  # pragma: no cover - compiled
@@ -421,20 +442,8 @@ def utf8_label_automaton(starts, labels):  # pragma: no cover - compiled
                 code = rows[j, c]
                 row[c] = canon[code] if code > 0 else code
             h = _row_hash(row, weights) ^ np.uint64(d)
-            slot = h & np.uint64(table_size - 1)
-            found = -1
-            while table[slot] != 0:
-                q = table[slot] - 1
-                if hashes[q] == h and out_depth[q] == d:
-                    same = True
-                    for c in range(64):
-                        if out[q, c] != row[c]:
-                            same = False
-                            break
-                    if same:
-                        found = q
-                        break
-                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            # equal rows have equal depths: children of a node are one depth below it
+            found, slot = _find_row(table, hashes, out, row, h)
             if found < 0:
                 found = n_out
                 out[found] = row
@@ -519,20 +528,7 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
             if not live:
                 continue
             h = _row_hash(row, weights)
-            slot = h & np.uint64(table_size - 1)
-            found = -1
-            while table[slot] != 0:
-                k = table[slot] - 1
-                if hashes[k] == h:
-                    same = True
-                    for c in range(64):
-                        if mid[k, c] != row[c]:
-                            same = False
-                            break
-                    if same:
-                        found = k
-                        break
-                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
+            found, slot = _find_row(table, hashes, mid, row, h)
             if found < 0:
                 if n_mid == cap:  # grow the row store
                     cap *= 2
