@@ -208,8 +208,10 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
         byte_classes, class_transitions, accepting = ascii_byte_dfa(table, accepting, atoms.starts,
                                                                     atoms.interval_atom)
     else:
+        first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
         byte_classes, class_transitions, accepting, status = utf8_byte_dfa(
-            table, accepting, atoms.starts, atoms.interval_atom, *_label_automaton(atoms), max_states)
+            table, accepting, atoms.starts, atoms.interval_atom, na_atoms,
+            *_label_automaton(atoms.starts, int(first_na), labels), max_states)
         if status:
             raise _too_many_states(max_states, limit)
     return _freeze(None, 0, accepting, np.ones_like(accepting), byte_classes, class_transitions)
@@ -430,23 +432,24 @@ _LABEL_CACHE: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray
 _LABEL_CACHE_MIN = 32  # non-ASCII intervals; a smaller automaton builds as fast as a lookup
 
 
-def _label_automaton(atoms: AtomPartition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _label_automaton(starts: np.ndarray, first_na: int,
+                     labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labelled UTF-8 automaton of the non-ASCII atoms (kernel ``utf8_label_automaton``) as
-    ``(rows, depth, label_mask)``, kept in memory by the non-ASCII interval layout when that has
-    at least ``_LABEL_CACHE_MIN`` intervals (Unicode ``\\w``: about 150 µs to build).
+    ``(rows, depth, label_mask)``: ``starts`` of the atom partition, ``first_na`` and ``labels``
+    from kernel ``non_ascii_atoms``. Kept in memory by the non-ASCII interval layout when that
+    has at least ``_LABEL_CACHE_MIN`` intervals (Unicode ``\\w``: about 150 µs to build).
 
     The arrays are read-only: a kernel whose signature takes read-only arrays, given writable
-    ones, is dispatched through numba's type conversion search, which cost 200-400 µs per call
-    (measured on the benchmark's relation-extraction regex)."""
-    first_na = int(np.searchsorted(atoms.starts, 0x80))
-    starts = atoms.starts[first_na:]
+    ones, is dispatched through numba's type conversion search, which cost 200-400 µs once per
+    process and type combination (measured on the benchmark's relation-extraction regex)."""
+    starts = starts[first_na:]
     key = None
     if len(starts) >= _LABEL_CACHE_MIN:
-        key = (starts.tobytes(), atoms.interval_atom[first_na:].tobytes())
+        key = (starts.tobytes(), labels.tobytes())
         found = _LABEL_CACHE.get(key)
         if found is not None:
             return found
-    found = utf8_label_automaton(starts.copy(), non_ascii_atoms(atoms.starts, atoms.interval_atom)[2])
+    found = utf8_label_automaton(starts.copy(), labels)
     for a in found:  # read-only, as the kernels' signatures take them (and the cache shares them)
         a.flags.writeable = False
     if key is not None:
@@ -469,7 +472,7 @@ def _expand(
     # non-ASCII atoms: one labelled UTF-8 automaton over all of them, expanded per state
     first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
     if len(na_atoms):
-        rows, depth, label_mask = _label_automaton(atoms)
+        rows, depth, label_mask = _label_automaton(atoms.starts, int(first_na), labels)
         targets = np.ascontiguousarray(table[:, na_atoms])
         first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
         lead, mid = expand_utf8(rows, depth, label_mask, targets[first], m, max_states - m)

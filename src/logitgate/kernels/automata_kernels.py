@@ -839,8 +839,6 @@ def _group_equal_rows(h, rows):  # pragma: no cover - compiled
     return group_of, first[:n_groups].copy()
 
 
-
-
 @njit(types.Tuple((_i64_1d, _i64_1d, types.int64, _i64_1d, _i32_1d))(_i64_2d, _i64_1d), cache=True, nogil=True)
 def atom_partition(ranges, range_off):  # pragma: no cover - compiled
     """The coarsest partition of code points into atoms such that every class is a union of atoms
@@ -1347,17 +1345,17 @@ def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover
     return byte_classes, trans, _renumbered_accepting(accepting, order)
 
 
-@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64), cache=True, nogil=True)
-def utf8_byte_dfa(table, accepting, starts, interval_atom, rows, depth, label_mask,
+@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64),
+      cache=True, nogil=True)
+def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth, label_mask,
                   max_states):  # pragma: no cover - compiled
     """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character
-    DFA with non-ASCII atoms (``non_ascii_atoms`` labels them; ``rows``, ``depth``,
+    DFA with non-ASCII atoms ``na_atoms`` (from ``non_ascii_atoms``; ``rows``, ``depth``,
     ``label_mask``: their labelled UTF-8 automaton, from ``utf8_label_automaton``): states with
     equal non-ASCII targets share their lead bytes (``group_rows_i32``), ``expand_utf8`` builds
     the mid-character nodes, ``assemble_columns`` the byte table. Returns
     ``(byte_classes, class_transitions, accepting, status)``, ``accepting`` renumbered like the
     states; status 1: more than ``max_states`` byte states."""
-    first_na, na_atoms, labels = non_ascii_atoms(starts, interval_atom)
     m = table.shape[0]
     targets = np.empty((m, na_atoms.shape[0]), np.int32)
     for s in range(m):
