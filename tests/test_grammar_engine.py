@@ -1340,3 +1340,20 @@ def test_merged_and_raw_boundary_groups_give_the_same_masks(tok_spm, monkeypatch
     assert len(raw) == len(ids) > 20
     for k in range(len(ids)):
         assert np.array_equal(raw[k], default[k]) and np.array_equal(raw[k], merged[k]), k
+
+
+def test_walks_shared_across_grammars_see_which_bytes_start_a_lexeme(tok_spm):
+    """The lexer walk inside a lexeme drops a token at a lexeme's end before a byte that starts
+    no lexeme, so a walk shared between grammars (keyed by ``lexeme_signature``) must not be
+    reused by a grammar where that byte does start one: after ``ab`` the ``;`` grammar allows
+    ``s;``-like tokens that the ``,`` grammar, walked first, dropped."""
+    masks = {}
+    for sep in (",", ";"):
+        m = lg.Matcher(lg.compile(lg.Grammar.from_lark(f'start: (WORD "{sep}")+\nWORD: /[a-z]+/'), tok_spm,
+                                  cache=False))
+        assert m.accept_string("ab")
+        allowed = set(int(t) for t in m.allowed_token_ids())
+        assert allowed == brute_force_allowed(m, tok_spm), sep
+        masks[sep] = allowed
+    ends = {sep: {t for t in masks[sep] if tok_spm.token_bytes(t).endswith(sep.encode())} for sep in masks}
+    assert ends[","] and ends[";"] and not ends[","] & ends[";"]

@@ -25,9 +25,9 @@ length (priority, then literals first); ``mode`` 0 = contextual (only terminals 
 expects, plus ignored ones, compete), 1 = global (all terminals compete, the winner must be
 expected); ``lazy_bits`` terminals that end as soon as they match.
 
-``M`` — a row memo local to one mask computation: a row pushed on top of a given row for the
-lexeme that ended in a given lexer state is always the same, so it is computed once per walk and
-copied afterwards (rows carry version ids, ``rver``, relative to the walk's base row).
+``M`` — a walk's scratch and a row table (one per thread and engine): a row pushed on top of
+a row of a given fingerprint for given terminals is always the same, so the walks answer such a
+push from the table, writing only what a walk reads of a row (see :func:`push_memo`).
 """
 from __future__ import annotations
 
@@ -45,8 +45,7 @@ _LEX_FULL = -10  # lexer-level results below this are FULL_* codes shifted by -1
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
-MEMO_SLOTS = 2048
-MEMO_ITEMS = 1 << 15
+MEMO_SLOTS = 4096
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -221,20 +220,18 @@ def _lazy_stop(acc_bits, lazy_bits, s, exp, ign):  # pragma: no cover - compiled
 
 
 def new_memo(n_words: int, max_depth: int, n_states: int = 1):
-    """Scratch for :func:`push_memo` and the walks (one per thread, reused by every walk)."""
+    """Scratch for :func:`push_memo` and the walks (one per thread and engine, reused by every
+    walk). Its row table outlives a walk: it answers pushes by fingerprint, which names a parser
+    state, not a chart."""
     return (
-        np.full(MEMO_SLOTS, -(2**62), np.int64),  # parent version per slot (empty: very negative)
-        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # scanned terminals per slot
-        np.zeros(MEMO_SLOTS, np.int32),  # item start in the buffer (-1: the push was refused)
-        np.zeros(MEMO_SLOTS, np.int32),  # item count
-        np.zeros(MEMO_SLOTS, np.int64),  # version id of the row
-        np.zeros((MEMO_SLOTS, n_words), np.uint64),
-        np.zeros(MEMO_SLOTS, np.uint8),
-        np.zeros((MEMO_SLOTS, 2), np.uint64),
-        np.zeros(MEMO_ITEMS, np.int32),
-        np.zeros(MEMO_ITEMS, np.int32),
-        np.zeros(8, np.int64),  # entries used, items used, next version id, base row, stats: slow steps, fast steps
-        np.zeros(max_depth + 3, np.int64),  # version of rows base-1 .. base+max_depth+1
+        np.zeros((MEMO_SLOTS, 2), np.uint64),  # key: fingerprint of the parent row
+        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # key: the terminals scanned
+        np.zeros(MEMO_SLOTS, np.uint8),  # 0 empty, 1 a row, 2 the push was refused
+        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # the row: expected terminals
+        np.zeros(MEMO_SLOTS, np.uint8),  # the row: accepting
+        np.zeros((MEMO_SLOTS, 2), np.uint64),  # the row: fingerprint
+        np.zeros((max_depth + 3, n_words), np.uint64),  # terminals scanned for rows base.. (to build them)
+        np.zeros(8, np.int64),  # entries used, rows built (below: real), base row, hits, misses
         np.zeros((max_depth + 2, n_states), np.uint8),  # group_walk: viability per depth and lexer state
         np.zeros(max_depth + 2, np.int32),  # group_walk: lexer state per depth
         np.zeros(max_depth + 2, np.int64),  # group_walk: rows per depth
@@ -246,89 +243,89 @@ def new_memo(n_words: int, max_depth: int, n_states: int = 1):
 
 @njit(cache=True, nogil=True, inline="always")
 def push_memo(G, C, M, scan):  # pragma: no cover - compiled
-    """``push_row`` for the terminals ``scan``, answered from the walk's memo when the same
-    terminals were already scanned on the same parent row."""
+    """``push_row`` for the terminals ``scan`` inside a walk, answered from the memo's row table
+    when that push was seen before on a row of the same fingerprint (in any walk). An answered
+    row is *virtual*: its expected set, acceptance and fingerprint are written, its items are
+    not; they are built (``push_row`` again, for each virtual row in turn, with the terminals
+    kept in ``rscan``) only when a push misses the table on top of it. The walk reads nothing of
+    a row but those three (and a miss's ``push_row``), so most rows of a walk are never built."""
     it_dr, it_org, row_ptr, row_exp, row_acc, row_fp, hkey, hgen, meta = C
-    m_par, m_scan, m_start, m_len, m_ver, m_exp, m_acc, m_fp, b_dr, b_org, m_meta, rver = M[:12]
+    p_fp, p_scan, p_state, p_exp, p_acc, p_rfp, rscan, m_meta = M[:8]
     k = meta[0]
-    base = m_meta[3]
-    rel = k - base  # rver index of the parent is rel (rver[0] is row base-1)
-    if rel < 0 or rel + 1 >= rver.shape[0]:
+    base = m_meta[2]
+    if m_meta[1] > k:
+        m_meta[1] = k  # rows from k on are being replaced
+    rel = k - base
+    if rel < 0 or rel >= rscan.shape[0] or m_meta[1] < base:
         return push_row(G, C, scan, False)
-    pv = rver[rel]
-    slots = m_par.shape[0]
+    slots = p_state.shape[0]
     n_words = scan.shape[0]
-    hv = _mix(np.uint64(pv) * _M1)
+    f0 = row_fp[k - 1, 0]
+    f1 = row_fp[k - 1, 1]
+    hv = _mix(f0 ^ _mix(f1 + _M1))
     for w in range(n_words):
         hv = _mix(hv ^ scan[w])
     h = np.int64(hv & np.uint64(slots - 1))
-    probes = 0
-    while m_par[h] != -(2**62):
-        same = m_par[h] == pv
+    while p_state[h] != 0:
+        same = p_fp[h, 0] == f0 and p_fp[h, 1] == f1
         if same:
             for w in range(n_words):
-                if m_scan[h, w] != scan[w]:
+                if p_scan[h, w] != scan[w]:
                     same = False
                     break
         if same:
-            if m_start[h] < 0:
+            m_meta[3] += 1
+            if p_state[h] == 2:
                 return REJECT
-            n = m_len[h]
             if k + 1 >= row_ptr.shape[0] or k >= row_exp.shape[0]:
                 return FULL_ROWS
-            st = row_ptr[k]
-            if st + n > it_dr.shape[0]:
-                return FULL_ITEMS
-            b0 = m_start[h]
-            for q in range(n):
-                it_dr[st + q] = b_dr[b0 + q]
-                it_org[st + q] = b_org[b0 + q]
-            row_ptr[k + 1] = st + n
+            row_ptr[k + 1] = row_ptr[k]  # no items (yet)
             for w in range(row_exp.shape[1]):
-                row_exp[k, w] = m_exp[h, w]
-            row_acc[k] = m_acc[h]
-            row_fp[k, 0] = m_fp[h, 0]
-            row_fp[k, 1] = m_fp[h, 1]
+                row_exp[k, w] = p_exp[h, w]
+                rscan[rel, w] = scan[w]
+            row_acc[k] = p_acc[h]
+            row_fp[k, 0] = p_rfp[h, 0]
+            row_fp[k, 1] = p_rfp[h, 1]
             meta[0] = k + 1
-            rver[rel + 1] = m_ver[h]
             return OK
         h = (h + 1) & (slots - 1)
-        probes += 1
-        if probes >= slots:
-            break
+    m_meta[4] += 1
+    # build the virtual rows below, then this one
+    for j in range(m_meta[1], k):
+        meta[0] = j
+        r = push_row(G, C, rscan[j - base], False)
+        if r != OK:  # FULL_* (a row that was pushed once is never refused)
+            meta[0] = k
+            return r
+        m_meta[1] = j + 1
+    meta[0] = k
     r = push_row(G, C, scan, False)
     if r < 0:
         return r
-    ver = m_meta[2]
-    m_meta[2] = ver + 1
     if r == OK:
-        rver[rel + 1] = ver
-    if probes >= slots or m_meta[0] * 2 >= slots:
-        return r  # memo full: just compute
-    n = row_ptr[k + 1] - row_ptr[k] if r == OK else 0
-    if r == OK and m_meta[1] + n > b_dr.shape[0]:
-        return r
-    m_par[h] = pv
-    for w in range(n_words):
-        m_scan[h, w] = scan[w]
+        m_meta[1] = k + 1
+        for w in range(n_words):
+            rscan[rel, w] = scan[w]
+    if m_meta[0] * 2 >= slots:  # the table is half full: start again
+        p_state[:] = 0
+        m_meta[0] = 0
+        h = np.int64(hv & np.uint64(slots - 1))
+        while p_state[h] != 0:
+            h = (h + 1) & (slots - 1)
     m_meta[0] += 1
+    p_fp[h, 0] = f0
+    p_fp[h, 1] = f1
+    for w in range(n_words):
+        p_scan[h, w] = scan[w]
     if r != OK:
-        m_start[h] = -1
+        p_state[h] = 2
         return r
-    b0 = m_meta[1]
-    st = row_ptr[k]
-    for q in range(n):
-        b_dr[b0 + q] = it_dr[st + q]
-        b_org[b0 + q] = it_org[st + q]
-    m_meta[1] = b0 + n
-    m_start[h] = b0
-    m_len[h] = n
-    m_ver[h] = ver
+    p_state[h] = 1
     for w in range(row_exp.shape[1]):
-        m_exp[h, w] = row_exp[k, w]
-    m_acc[h] = row_acc[k]
-    m_fp[h, 0] = row_fp[k, 0]
-    m_fp[h, 1] = row_fp[k, 1]
+        p_exp[h, w] = row_exp[k, w]
+    p_acc[h] = row_acc[k]
+    p_rfp[h, 0] = row_fp[k, 0]
+    p_rfp[h, 1] = row_fp[k, 1]
     return r
 
 
@@ -482,9 +479,13 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
             e = end_lexeme(L, s, exp, scan)
             endres[s] = e
         if e == 1:
-            bnd_node[nb] = i
-            bnd_state[nb] = s
-            nb += 1
+            # a lexeme the parser sees ends before byte b: the group walk pushes its row and goes
+            # on from the start state, so a byte that starts no lexeme at all kills the subtree
+            # here (a name followed by a letter no terminal starts with, say)
+            if trans[lex_start, b] >= 0:
+                bnd_node[nb] = i
+                bnd_state[nb] = s
+                nb += 1
         elif e == 2:
             t = trans[lex_start, b]
             if t >= 0 and ok[t] == 0:
@@ -729,13 +730,11 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     row_exp = C[3]
     meta = C[8]
-    m_par, m_meta, rver = M[0], M[10], M[11]
-    okt, lex, rows, okd, scan, okl = M[12], M[13], M[14], M[15], M[16], M[17]
+    m_meta = M[7]
+    okt, lex, rows, okd, scan, okl = M[8], M[9], M[10], M[11], M[12], M[13]
     base = meta[0]
-    m_par[:] = -(2**62)  # the memo is reused between walks: empty it
-    m_meta[:] = 0
-    m_meta[3] = base
-    rver[0] = -1
+    m_meta[1] = base  # rows below are real
+    m_meta[2] = base
     status = OK
     for g in range(g_state.shape[0]):
         meta[0] = base
@@ -918,8 +917,8 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     expected set ``exp``: the states reachable within ``depth`` bytes through moves the walk
     follows, numbered in breadth-first order (written to ``order``: canonical -> local state),
     their rows (targets as canonical numbers, -1 where the walk stops; rows are read as runs,
-    ``runs`` from :func:`row_runs`) and, per state, whether it is viable, a lazy stop, and how its
-    lexeme ends. Equal fingerprints give equal walks up to that numbering, so walks can be shared
+    ``runs`` from :func:`row_runs`), per state whether it is viable, a lazy stop, and how its
+    lexeme ends, and the bytes some lexeme starts with. Equal fingerprints give equal walks up to that numbering, so walks can be shared
     across grammars. Returns ``(h1, h2, n)``; ``n < 0``: not shareable (an ignored lexeme can
     follow, which continues from the start state, or more than ``order.shape[0]`` states)."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
@@ -931,6 +930,14 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     scan = np.zeros(exp.shape[0], np.uint64)
     h1 = np.uint64(0x243F6A8885A308D3)
     h2 = np.uint64(0x13198A2E03707344)
+    # the bytes that start some lexeme: a boundary before any other byte is dropped by the walk
+    for w in range(4):
+        bits = np.uint64(0)
+        for b in range(64 * w, 64 * w + 64):
+            if trans[lex_start, b] >= 0:
+                bits |= np.uint64(1) << np.uint64(b & 63)
+        h1 = _sig_mix(h1, bits)
+        h2 = _sig_mix(h2, bits ^ np.uint64(0x5555))
     order[0] = s0
     dep[0] = 0
     n = 1
