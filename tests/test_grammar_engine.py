@@ -1357,3 +1357,56 @@ def test_walks_shared_across_grammars_see_which_bytes_start_a_lexeme(tok_spm):
         masks[sep] = allowed
     ends = {sep: {t for t in masks[sep] if tok_spm.token_bytes(t).endswith(sep.encode())} for sep in masks}
     assert ends[","] and ends[";"] and not ends[","] & ends[";"]
+
+
+START_WALK_TEXTS = {
+    **MASK_TEXTS,
+    # SQL: a terminal that starts with whitespace (an ignored lexeme may go on into it or end),
+    # a lazy string, two ignored terminals
+    "sql.lark": ("lark", SYNCODE / "sql.lark",
+                 "SELECT a.name, COUNT(*) AS n FROM orders a LEFT JOIN t ON a.id = t.id "
+                 "WHERE a.x > 2 AND a.s = 'q' GROUP BY a.name ORDER BY n DESC LIMIT 5"),
+    # C: a state where both the ignored WS and NEWLINE end
+    "c.lark": ("lark", SYNCODE / "c.lark", "int main() {\n  int x = 1;\n  while (x < 10) { x = x + 1; }\n"
+                                          "  return x;\n}\nint f(int a)\n{\nreturn a;\n}\n"),
+    # a lazy terminal that ends at its first match where it is expected, and a greedy one that
+    # goes on through the same states where only it is
+    "lazy_where_expected": ("lark", 'start: ("(" (A | B) ")" | "[" B "]")+\nA: /a.*?b/\nB: /ab+c/',
+                            "(ab)[abbc](axxb)[abc](ab)"),
+    # a space ends a separator where one is expected and is ignored elsewhere
+    "ignored_or_not": ("lark", 'start: (NAME SP)+\nNAME: /[a-z]+/\nSP: " "\nWS: / +/\n%ignore WS',
+                       " ab cd ef gh ij kl mn op qr st uv wx yz "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(START_WALK_TEXTS))
+def test_start_state_walk_records_equal_the_plain_walk(name, real_tok, monkeypatch):
+    """Walks from the lexer's start state read off a record made for a class of expected sets
+    (``_StartWalk``) allow the same tokens at every step as the plain walk, and the record is
+    really used; the plain walk itself is checked against the brute force elsewhere."""
+    import logitgate.grammar.engine as engine_mod
+
+    kind, path, text = START_WALK_TEXTS[name]
+    if name == "c.y":
+        text = "\n" + data_text(AICI / "sample.c")[:600]
+    grammar = load_grammar(kind, path)
+    leading, ids = encoder(real_tok).encode(text, real_tok)
+    masks = {}
+    for after in (1e9, 0.0):
+        monkeypatch.setattr(engine_mod, "START_WALK_AFTER_S", after)
+        cg = lg.compile(grammar, real_tok, cache=False)
+        m = lg.Matcher(cg, max_rollback=-1)
+        assert not leading or m.accept_bytes(leading)
+        steps = []
+        for t in ids:
+            steps.append(current_mask(m, real_tok.vocab_size).copy())
+            assert m.accept_token(t)
+        steps.append(current_mask(m, real_tok.vocab_size).copy())
+        masks[after] = steps
+        engine = getattr(cg, "engine", None)
+        if engine is not None and after == 0 and name != "list.gbnf":
+            assert engine._start_walks, "no start-state record was made"
+    plain, recorded = masks.values()
+    assert len(plain) == len(ids) + 1 > 10
+    for k in range(len(plain)):
+        assert np.array_equal(plain[k], recorded[k]), (k, bytes(b"".join(real_tok.token_bytes(t) for t in ids[:k]))[-40:])

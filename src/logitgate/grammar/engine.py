@@ -12,6 +12,7 @@ table by length (``TokenTrie.string_body``) and only the other tokens are walked
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -45,6 +46,53 @@ than walking and pays off on small, repetitive groups (the tokens that close a J
 when the entry is used for the ``MERGE_AFTER_USES``-th time, which amortises the cost."""
 
 MERGE_AFTER_USES = 3
+
+START_WALK_AFTER_S = 0.0015
+"""Seconds the walks from the lexer's start state for one class of expected sets may take the
+plain way before the engine records that walk for the whole class (``CFGEngine._start_walk``);
+later ones read that record instead of walking the trie."""
+
+START_WALK_RECORDS = 16
+"""Most records of the start state's walk one engine keeps (each is about the size of the part
+of the token trie the lexer can start in: under 1 MB for a 131k vocabulary)."""
+
+
+class _StartWalk:
+    """The lexer-only walk from the start state for all expected sets (kernel
+    ``start_walk_index``), arranged for ``start_walk_apply``: the tokens it reaches sorted by the
+    lexer state they end in, its boundaries as groups merged per (lexer state, first byte), and
+    the places a lexeme may stop early by the state before them."""
+
+    def __init__(self, engine: "CFGEngine", kind: np.ndarray, stop: np.ndarray, follow: np.ndarray) -> None:
+        trie = engine.trie
+        n = trie.n_nodes
+        in_tok, in_state, bnd_node, bnd_state, div_node, div_state, div_next = (np.empty(n, np.int32)
+                                                                                for _ in range(7))
+        in_first, bnd_first, div_first = (np.empty(n, np.uint8) for _ in range(3))
+        n_in, n_bnd, n_div = ek.start_walk_index(trie.nodes, trie.subtree_end, trie.max_depth, engine.L, kind, stop,
+                                                 follow, in_tok, in_state, in_first, bnd_node, bnd_state, bnd_first,
+                                                 div_node, div_state, div_next, div_first)
+        n_states = engine.lexer.n_states
+        order, uniq, self.st_ptr = ek.group_by_key(in_state[:n_in], n_states)
+        self.st_state = uniq.astype(np.int32)
+        self.in_tok = in_tok[:n_in][order]
+        self.in_first = in_first[:n_in][order]
+        # boundaries, one group per (state, first byte): a step keeps or drops whole groups (by
+        # state, stably: the walk met them in trie order, so by first byte within a state)
+        order = ek.group_by_key(bnd_state[:n_bnd], n_states)[0]
+        key = bnd_state[:n_bnd][order] * 256 + bnd_first[:n_bnd][order]
+        self.groups = ek.merge_groups(trie.nodes, trie.subtree_end, bnd_node[:n_bnd][order], key, MERGE_LIMIT)
+        self.g_state = self.groups[1] >> 8
+        self.g_first = (self.groups[1] & 255).astype(np.uint8)
+        # where a lexeme may stop early, by the state before
+        order, uniq, self.d_ptr = ek.group_by_key(div_state[:n_div], n_states)
+        self.d_state = uniq.astype(np.int32)
+        self.div_node = div_node[:n_div][order]
+        self.div_next = div_next[:n_div][order]
+        self.div_first = div_first[:n_div][order]
+        self.nbytes = sum(a.nbytes for a in (self.st_state, self.st_ptr, self.in_tok, self.in_first, self.g_state,
+                                             self.g_first, self.d_ptr, self.d_state, self.div_node, self.div_next,
+                                             self.div_first)) + sum(a.nbytes for a in self.groups)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -249,6 +297,10 @@ class CFGEngine:
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
+        self._start_walks: dict[bytes, _StartWalk] = {}  # see _start_walk, by lazy terminals
+        self._start_plain: dict[bytes, float] = {}  # seconds of plain start-state walks, per class
+        self._start_ok: bool | None = None  # whether _start_walk applies (see _start_walk_applies)
+        self._start_class: tuple = ()  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
@@ -387,6 +439,14 @@ class CFGEngine:
         first_ok = self._all_bytes if first is None else first
         exp = np.ascontiguousarray(exp)
         inner = lex != self.lexer.start
+        rec, cls = self._start_record(exp) if not inner and self._start_walk_applies() else (None, None)
+        t0 = time.perf_counter()
+        if rec is not None:
+            hit = self._start_walk(rec, exp, first_ok)
+            with self._lock:
+                self._partial[key] = hit
+                self._partial_bytes += _entry_bytes(hit)
+            return hit
         few = inner and int(ek.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
         body = self._body_walk(lex, exp) if first is None and inner and not few else None
         chained = None
@@ -419,7 +479,81 @@ class CFGEngine:
             while self._partial_bytes > self.mask_cache_bytes // 2 and len(self._partial) > 1:
                 _, old = self._partial.popitem(last=False)
                 self._partial_bytes -= _entry_bytes(old)
+            if cls is not None:
+                self._start_plain[cls] = self._start_plain.get(cls, 0.0) + time.perf_counter() - t0
         return hit
+
+    def _start_walk_applies(self) -> bool:
+        """Whether the walk from the start state can be read off records made for classes of
+        expected sets (``_StartWalk``). How a lexeme ends at a state depends on the expected set
+        only at states where both an ignored terminal and another one end (``mixed``), and
+        whether an ignored lexeme goes on into a state depends on it only for states from which
+        no ignored terminal is reachable (``fork``, contextual lexing); a class fixes both, and
+        the lazy terminals in force. With more than 12 such states, the classic walk is kept."""
+        if self._start_ok is None:
+            lx = self.lexer
+            ign = lx.ignore_bits
+            ends_ign = (lx.acc_bits & ign).any(axis=1)
+            ends_other = (lx.acc_bits & ~ign).any(axis=1)
+            ends_ign[lx.start] = ends_other[lx.start] = False
+            mixed = np.flatnonzero(ends_ign & ends_other).astype(np.int32)
+            fork = np.zeros(0, np.int32)
+            if lx.mode == 0 and ends_ign.any():
+                nxt = np.unique(lx.trans[ends_ign])
+                nxt = nxt[nxt >= 0]
+                fork = nxt[~(lx.reach_bits[nxt] & ign).any(axis=1)].astype(np.int32)
+            kind = np.where(ends_ign, 1, np.where(ends_other, 2, 0)).astype(np.uint8)
+            self._start_class = (mixed, fork, kind)
+            self._start_ok = mixed.shape[0] + fork.shape[0] <= 12
+        return self._start_ok
+
+    def _start_record(self, exp: np.ndarray) -> tuple["_StartWalk | None", bytes]:
+        """The record of the start state's walk for the class of ``exp`` (see
+        ``_start_walk_applies``), made once the plain walks of that class have taken
+        ``START_WALK_AFTER_S`` in all (rent or buy: a record costs about as much as four plain
+        walks of a big lexer, and cheap walks are not worth one), else None; and the class."""
+        lx = self.lexer
+        mixed, fork, base_kind = self._start_class
+        lazy_on = lx.lazy_bits & (exp | lx.ignore_bits) if lx.has_lazy else np.zeros_like(exp)
+        cls = np.zeros(mixed.shape[0] + fork.shape[0], np.uint8)
+        if cls.shape[0]:
+            ek.start_walk_class(self.L, exp, mixed, fork, cls)
+        key = lazy_on.tobytes() + cls.tobytes()
+        rec = self._start_walks.get(key)
+        if rec is not None:
+            return rec, key
+        if self._start_plain.get(key, 0.0) < START_WALK_AFTER_S or len(self._start_walks) >= START_WALK_RECORDS:
+            return None, key
+        kind = base_kind.copy()
+        kind[mixed] = np.array([0, 2, 1], np.uint8)[cls[:mixed.shape[0]]]
+        follow = np.ones(lx.n_states, np.uint8)
+        follow[fork] = cls[mixed.shape[0]:]
+        stop = (lx.acc_bits & lazy_on).any(axis=1).astype(np.uint8)
+        rec = _StartWalk(self, kind, stop, follow)
+        with self._lock:
+            self._start_walks[key] = rec
+        return rec, key
+
+    def _start_walk(self, rec: "_StartWalk", exp: np.ndarray, first_ok: np.ndarray) -> tuple:
+        """``_partial_mask``'s entry for the start state, read off ``rec`` (the record for the
+        class of ``exp``), not walked: the tokens inside lexemes, the recorded boundary groups
+        that end a lexeme ``exp`` has (the others marked -1), and, chained, the few boundaries
+        where a lexeme stops because ``exp`` has nothing it could go on to."""
+        trie = self.trie
+        inside = np.zeros(self.mask_words, dtype=np.uint32)
+        g_on = np.empty_like(rec.g_state)
+        dyn_node = np.empty(rec.div_node.shape[0], np.int32)
+        dyn_state = np.empty(rec.div_node.shape[0], np.int32)
+        nd = int(ek.start_walk_apply(self.L, exp, first_ok, rec.st_ptr, rec.st_state, rec.in_tok, rec.in_first,
+                                     rec.g_state, rec.g_first, g_on, rec.d_ptr, rec.d_state, rec.div_node,
+                                     rec.div_next, rec.div_first, inside, dyn_node, dyn_state))
+        groups = (rec.groups[0], g_on) + tuple(rec.groups[2:])
+        chained = None
+        if nd:
+            dn, ds = dyn_node[:nd].copy(), dyn_state[:nd].copy()
+            dyn = ek.split_boundaries(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT, np.zeros(256, np.uint8))[0]
+            chained = (inside, dyn, None, dn, trie, None, None)
+        return inside, groups, None, np.zeros(0, np.int32), trie, None, chained
 
     def _direct_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
         """The lexer-only walk from ``lex`` itself (``_lexer_walk`` without its shared cache: for
@@ -625,7 +759,7 @@ class CFGEngine:
     def index_nbytes(self) -> int:
         lx, tb = self.lexer, self.tables
         tables = sum(a.nbytes for a in (lx.trans, lx.acc_bits, lx.reach_bits, tb.dr_next, tb.dr_lhs, tb.pred_dr))
-        return self._mask_bytes + tables
+        return self._mask_bytes + tables + sum(r.nbytes for r in list(self._start_walks.values()))
 
 
 _NO_GROUPS: list[tuple] = []

@@ -737,6 +737,8 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
     m_meta[2] = base
     status = OK
     for g in range(g_state.shape[0]):
+        if g_state[g] < 0:
+            continue  # a group left out (start_walk_apply)
         meta[0] = base
         r = end_lexeme(L, g_state[g], row_exp[base - 1], scan)
         if r != 1:
@@ -989,3 +991,179 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
             h1 = _sig_mix(h1, np.uint64(0xFFFF))
         q += 1
     return h1, h2, n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _narrows(reach_bits, s, t):  # pragma: no cover - compiled
+    """Whether some terminal reachable from lexer state ``s`` is not reachable from ``t``."""
+    for w in range(reach_bits.shape[1]):
+        if reach_bits[s, w] & ~reach_bits[t, w]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def start_walk_index(nodes, subtree_end, max_depth, L, kind, stop, follow, in_tok, in_state, in_first, bnd_node,
+                     bnd_state, bnd_first, div_node, div_state, div_next, div_first):  # pragma: no cover - compiled
+    """The lexer-only walk from the start state for a whole class of expected sets at once (see
+    ``CFGEngine._start_walk``): the walk :func:`lexer_walk` would make if every terminal were
+    expected, except where the class fixes what happens. Per lexer state, ``kind`` says how a
+    lexeme ends there (0 it cannot, 1 as an ignored one: the walk goes on from the start state,
+    2 as one the parser sees) and ``stop`` whether a lazy terminal in force ends it at once; a
+    byte that goes on from a state of kind 1 into state ``t`` is followed only if ``follow[t]``
+    (else the ignored lexeme ends there). Records, each with the first byte of its token(s):
+    every token reached with the lexer state at its end (``in_*``), every lexeme end of kind 2
+    before a byte that starts a lexeme (``bnd_*``: the trie node and the state before it) and,
+    contextual lexing only, every byte that goes on from a state of kind 2 to one with fewer
+    reachable terminals (``div_*``: the node, the state before and after it; a boundary for an
+    expected set with none of those left: with the same ones, the next state is viable whenever
+    this one is). Returns the three counts."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    n = nodes.shape[0]
+    lex = np.empty(max_depth + 1, np.int32)
+    lex[0] = lex_start
+    n_in = 0
+    n_bnd = 0
+    n_div = 0
+    fb = 0
+    i = 1
+    while i < n:
+        r = nodes[i]
+        d = (r >> 8) & 0xFFFF
+        s = lex[d - 1]
+        b = r & 0xFF
+        if d == 1:
+            fb = b
+        t = trans[s, b]
+        if t >= 0 and stop[s]:
+            t = -1
+        k = kind[s]
+        if t >= 0:
+            if k == 1 and not follow[t]:
+                t = trans[lex_start, b]
+            elif k == 2 and mode == 0 and trans[lex_start, b] >= 0 and _narrows(reach_bits, s, t):
+                div_node[n_div] = i
+                div_state[n_div] = s
+                div_next[n_div] = t
+                div_first[n_div] = fb
+                n_div += 1
+        elif k == 1:
+            t = trans[lex_start, b]
+        elif k == 2 and trans[lex_start, b] >= 0:
+            bnd_node[n_bnd] = i
+            bnd_state[n_bnd] = s
+            bnd_first[n_bnd] = fb
+            n_bnd += 1
+        if t < 0:
+            i = subtree_end[i]
+            continue
+        lex[d] = t
+        if (r >> 24) > 0:
+            in_tok[n_in] = (r >> 24) - 1
+            in_state[n_in] = t
+            in_first[n_in] = fb
+            n_in += 1
+        i += 1
+    return n_in, n_bnd, n_div
+
+
+@njit(cache=True, nogil=True)
+def start_walk_class(L, exp, mixed, fork, out):  # pragma: no cover - compiled
+    """Which class of expected sets ``exp`` is in, for ``start_walk_index``: how a lexeme ends at
+    each state of ``mixed`` (``end_lexeme``: 0, 1, 2) and whether each state of ``fork`` is viable
+    (1, 0), written to ``out``."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    scan = np.zeros(exp.shape[0], np.uint64)
+    for k in range(mixed.shape[0]):
+        out[k] = end_lexeme(L, mixed[k], exp, scan)
+    for k in range(fork.shape[0]):
+        out[mixed.shape[0] + k] = 1 if _viable(reach_bits, fork[k], exp, ign) else 0
+
+
+@njit(cache=True, nogil=True)
+def start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_state, g_first, g_on, d_ptr, d_state,
+                     div_node, div_next, div_first, out, dyn_node, dyn_state):  # pragma: no cover - compiled
+    """The lexer-only walk from the start state for the expected set ``exp`` (tokens whose first
+    byte ``b`` has ``first_ok[b]``), from :func:`start_walk_index`'s record: OR into ``out`` the
+    tokens that stay inside lexemes (those whose state at their end is viable: a lexeme's
+    reachable terminals only shrink as it goes on), set ``g_on[g]`` to ``g_state[g]`` for the
+    boundary groups that end a lexeme the parser sees (else -1), and write the boundaries where a
+    viable lexeme stops because ``exp`` has nothing reachable from the next state to
+    ``dyn_node``/``dyn_state`` (records of state ``d_state[k]``: ``d_ptr[k]:d_ptr[k + 1]``).
+    Returns their number."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    n_states = trans.shape[0]
+    scan = np.zeros(exp.shape[0], np.uint64)
+    ok = np.zeros(n_states, np.uint8)  # 1 viable, 2 not
+    ends = np.full(n_states, -1, np.int8)
+    for k in range(st_state.shape[0]):
+        if not _viable(reach_bits, st_state[k], exp, ign):
+            continue
+        for q in range(st_ptr[k], st_ptr[k + 1]):
+            if first_ok[in_first[q]]:
+                tok = in_tok[q]
+                out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+    for g in range(g_state.shape[0]):
+        s = g_state[g]
+        g_on[g] = -1
+        if not first_ok[g_first[g]]:
+            continue
+        if ok[s] == 0:
+            ok[s] = 1 if _viable(reach_bits, s, exp, ign) else 2
+        if ok[s] != 1:
+            continue
+        if ends[s] < 0:
+            ends[s] = end_lexeme(L, s, exp, scan)
+        if ends[s] == 1:
+            g_on[g] = s
+    nd = 0
+    for k in range(d_state.shape[0]):
+        s = d_state[k]
+        if ok[s] == 0:
+            ok[s] = 1 if _viable(reach_bits, s, exp, ign) else 2
+        if ok[s] != 1:
+            continue
+        if ends[s] < 0:
+            ends[s] = end_lexeme(L, s, exp, scan)
+        if ends[s] != 1:
+            continue
+        for q in range(d_ptr[k], d_ptr[k + 1]):
+            t = div_next[q]
+            if ok[t] == 0:
+                ok[t] = 1 if _viable(reach_bits, t, exp, ign) else 2
+            if ok[t] == 2 and first_ok[div_first[q]]:
+                dyn_node[nd] = div_node[q]
+                dyn_state[nd] = s
+                nd += 1
+    return nd
+
+
+@njit(cache=True, nogil=True)
+def group_by_key(keys, n_keys):  # pragma: no cover - compiled
+    """A stable counting sort of ``keys`` (each in ``[0, n_keys)``): ``(order, uniq, ptr)``, the
+    positions in key order, the distinct keys in order, and group ``g`` (key ``uniq[g]``) as
+    ``order[ptr[g]:ptr[g + 1]]``."""
+    n = keys.shape[0]
+    count = np.zeros(n_keys + 1, np.int64)
+    for i in range(n):
+        count[keys[i] + 1] += 1
+    n_uniq = 0
+    for k in range(n_keys):
+        if count[k + 1]:
+            n_uniq += 1
+        count[k + 1] += count[k]
+    order = np.empty(n, np.int32)
+    uniq = np.empty(n_uniq, np.int64)
+    ptr = np.empty(n_uniq + 1, np.int64)
+    g = 0
+    for k in range(n_keys):
+        if count[k + 1] > count[k]:
+            uniq[g] = k
+            ptr[g] = count[k]
+            g += 1
+    ptr[n_uniq] = n
+    for i in range(n):
+        k = keys[i]
+        order[count[k]] = i
+        count[k] += 1
+    return order, uniq, ptr
