@@ -83,6 +83,19 @@ class LogitgateGrammarEngine(LogitgateEngine):
                     lm.accept_string(piece)
                 lm.find_jump_forward_bytes()
                 lm.is_accepting()
+                # the kernels of the start state's recorded walk (an engine records it only once
+                # its plain walks have taken a while, so a warm-up this short needs it at once)
+                import logitgate.grammar.engine as engine_mod
+
+                after, engine_mod.START_WALK_AFTER_S = engine_mod.START_WALK_AFTER_S, 0.0
+                try:
+                    g = self.lg.Grammar.from_lark('start: (NAME ";")+\nNAME: /[a-z]+/\n%ignore " "\n')
+                    sm = self.lg.Matcher(self.lg.compile(g, self.tok, cache=False))
+                    for piece in ["ab", ";", " cd", ";"]:
+                        sm.fill_next_token_bitmask(bm, 0)
+                        sm.accept_string(piece)
+                finally:
+                    engine_mod.START_WALK_AFTER_S = after
                 # and inside a string body (its kernels load on the first string state met)
                 js = self.lg.Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string"}}})
                 jm = self.lg.Matcher(self.lg.compile(js, self.tok))
