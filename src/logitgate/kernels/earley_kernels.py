@@ -816,15 +816,14 @@ def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_
                             okl[d, :] = 0
                     else:
                         okd[d] = od
+                # no branch on whether a token ends here: -1 sets no bit of the last word
                 if raw:
                     tok = (rr >> 24) - 1
-                    if tok >= 0:
-                        out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                    out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
                 else:
                     for q in range(mem_ptr[i], mem_ptr[i + 1]):
                         tok = (nodes[mem[q]] >> 24) - 1
-                        if tok >= 0:
-                            out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+                        out[tok >> 5] |= np.uint32(tok >= 0) << np.uint32(tok & 31)
                 i += 1
             if status != OK:
                 break
