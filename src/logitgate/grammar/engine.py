@@ -7,7 +7,9 @@ memoised by ``(lexer state, fingerprint)``: the first visit walks the token trie
 parser together (a byte the lexer or parser refuses prunes its whole subtree; the parser is
 consulted only where a lexeme ends), later visits are a row copy. Inside a string body (a lexer
 state whose plain characters lead along one chain of states), the plain tokens are taken from a
-table by length (``TokenTrie.string_body``) and only the other tokens are walked.
+table by length (``TokenTrie.string_body``) and only the other tokens are walked. The walk from
+the lexer's start state is recorded once per class of expected sets (``_StartWalk``) when it
+recurs, and later read off the record.
 """
 from __future__ import annotations
 
