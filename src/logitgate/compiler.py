@@ -281,6 +281,7 @@ class CompiledCFG(CompiledGrammar):
         self.cfg = cfg
         self.mask_words, self.eos_mask, _ = _mask_layout(tokenizer)
         self.engine = CFGEngine(cfg, self.trie, self.mask_words, self.eos_mask, lexer)
+        self.token_mask = self.engine.token_mask  # type: ignore[method-assign]  (one call less per step)
         self._lock = threading.Lock()
         if cfg.lex_mode != "chars" and cfg.kind != "json_schema":  # JSON lexemes end unambiguously
             from .grammar.lexemes import swallowed_pairs

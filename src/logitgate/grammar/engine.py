@@ -336,12 +336,14 @@ class CFGEngine:
 
     # -- masks --------------------------------------------------------------------------------
     def token_mask(self, st: "ParseState") -> np.ndarray:
-        ch = st.chart
-        last = ch.n_rows - 1
-        key = (st.lex, int(ch.row_fp[last, 0]), int(ch.row_fp[last, 1]))
+        key = st.key
+        if key is None:
+            key = st.key = st.mask_key()
         mask = self._masks.get(key)
         if mask is not None:
             return mask
+        ch = st.chart
+        last = ch.n_rows - 1
         trie = self.trie
         hit = self._partial_mask(st.lex, ch.row_exp[last])
         inside, first_bytes = hit[0], hit[2]
@@ -786,21 +788,30 @@ class ParseState:
     """Where one sequence is: the lexer state inside the current lexeme and the Earley chart.
     Mutable; ``snapshot``/``restore`` give cheap rollback (rows are never changed once pushed)."""
 
-    __slots__ = ("engine", "chart", "lex")
+    __slots__ = ("engine", "chart", "lex", "key")
 
     def __init__(self, engine: CFGEngine, chart: _Chart, lex: int) -> None:
         self.engine = engine
         self.chart = chart
         self.lex = lex
+        self.key: tuple[int, int, int] | None = None  # mask_key(), kept until the state changes
+
+    def mask_key(self) -> tuple[int, int, int]:
+        """What the mask here depends on: the lexer state and the last row's fingerprint."""
+        fp = self.chart.row_fp[self.chart.n_rows - 1].tolist()
+        return (self.lex, fp[0], fp[1])
 
     def snapshot(self) -> tuple[int, int]:
         return (self.lex, self.chart.n_rows)
 
     def restore(self, snap: tuple[int, int]) -> None:
         self.lex, self.chart.meta[0] = snap[0], snap[1]
+        self.key = None
 
     def copy(self) -> "ParseState":
-        return ParseState(self.engine, self.chart.copy(), self.lex)
+        twin = ParseState(self.engine, self.chart.copy(), self.lex)
+        twin.key = self.key
+        return twin
 
     def advance(self, flat: np.ndarray, start: int, stop: int) -> bool:
         """Feed ``flat[start:stop]``; on refusal nothing changes and False is returned."""
@@ -811,6 +822,7 @@ class ParseState:
             s = int(ek.advance_bytes(eng.L, eng.G, ch.args(), eng._no_memo, flat, start, stop, self.lex))
             if s >= 0:
                 self.lex = s
+                self.key = None
                 return True
             ch.meta[0] = rows0
             if s == -1:
