@@ -1410,3 +1410,26 @@ def test_start_state_walk_records_equal_the_plain_walk(name, real_tok, monkeypat
     assert len(plain) == len(ids) + 1 > 10
     for k in range(len(plain)):
         assert np.array_equal(plain[k], recorded[k]), (k, bytes(b"".join(real_tok.token_bytes(t) for t in ids[:k]))[-40:])
+
+
+def test_group_by_key_is_a_stable_counting_sort():
+    """``group_by_key`` against numpy's stable argsort and unique, on random keys (empty too)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from logitgate.kernels import earley_kernels as ek
+
+    @settings(max_examples=200, deadline=None)
+    @given(hst.integers(1, 40).flatmap(lambda k: hst.tuples(hst.just(k), hst.lists(hst.integers(0, k - 1),
+                                                                                    max_size=60))))
+    def check(case):
+        n_keys, keys = case
+        a = np.array(keys, np.int32)
+        order, uniq, ptr = ek.group_by_key(a, n_keys)
+        assert order.tolist() == np.argsort(a, kind="stable").tolist()
+        values, starts = np.unique(a, return_index=True)
+        assert uniq.tolist() == values.tolist()
+        assert ptr.tolist() == np.searchsorted(np.sort(a), values).tolist() + [a.shape[0]]
+        assert starts.shape == uniq.shape
+
+    check()

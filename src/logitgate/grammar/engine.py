@@ -299,7 +299,7 @@ class CFGEngine:
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
-        self._start_walks: dict[bytes, _StartWalk] = {}  # see _start_walk, by lazy terminals
+        self._start_walks: dict[bytes, _StartWalk] = {}  # see _start_record, by class of expected sets
         self._start_plain: dict[bytes, float] = {}  # seconds of plain start-state walks, per class
         self._start_ok: bool | None = None  # whether _start_walk applies (see _start_walk_applies)
         self._start_class: tuple = ()  # (mixed states, fork states, kind per state): _start_walk_applies
