@@ -301,8 +301,7 @@ class CFGEngine:
         self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
         self._start_walks: dict[bytes, _StartWalk] = {}  # see _start_record, by class of expected sets
         self._start_plain: dict[bytes, float] = {}  # seconds of plain start-state walks, per class
-        self._start_ok: bool | None = None  # whether _start_walk applies (see _start_walk_applies)
-        self._start_class: tuple = ()  # (mixed states, fork states, kind per state): _start_walk_applies
+        self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
@@ -444,7 +443,7 @@ class CFGEngine:
         exp = np.ascontiguousarray(exp)
         inner = lex != self.lexer.start
         rec, cls = self._start_record(exp) if not inner and self._start_walk_applies() else (None, None)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if cls is not None else 0.0
         if rec is not None:
             hit = self._start_walk(rec, exp, first_ok)
             with self._lock:
@@ -494,7 +493,7 @@ class CFGEngine:
         whether an ignored lexeme goes on into a state depends on it only for states from which
         no ignored terminal is reachable (``fork``, contextual lexing); a class fixes both, and
         the lazy terminals in force. With more than 12 such states, the classic walk is kept."""
-        if self._start_ok is None:
+        if self._start_class is None:
             lx = self.lexer
             ign = lx.ignore_bits
             ends_ign = (lx.acc_bits & ign).any(axis=1)
@@ -508,8 +507,8 @@ class CFGEngine:
                 fork = nxt[~(lx.reach_bits[nxt] & ign).any(axis=1)].astype(np.int32)
             kind = np.where(ends_ign, 1, np.where(ends_other, 2, 0)).astype(np.uint8)
             self._start_class = (mixed, fork, kind)
-            self._start_ok = mixed.shape[0] + fork.shape[0] <= 12
-        return self._start_ok
+        mixed, fork, _ = self._start_class
+        return mixed.shape[0] + fork.shape[0] <= 12
 
     def _start_record(self, exp: np.ndarray) -> tuple["_StartWalk | None", bytes]:
         """The record of the start state's walk for the class of ``exp`` (see

@@ -919,8 +919,8 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     follows, numbered in breadth-first order (written to ``order``: canonical -> local state),
     their rows (targets as canonical numbers, -1 where the walk stops; rows are read as runs,
     ``runs`` from :func:`row_runs`), per state whether it is viable, a lazy stop, and how its
-    lexeme ends, and the bytes some lexeme starts with. Equal fingerprints give equal walks up to that numbering, so walks can be shared
-    across grammars. Returns ``(h1, h2, n)``; ``n < 0``: not shareable (an ignored lexeme can
+    lexeme ends, and the bytes some lexeme starts with. Equal fingerprints give equal walks up to
+    that numbering, so walks can be shared across grammars. Returns ``(h1, h2, n)``; ``n < 0``: not shareable (an ignored lexeme can
     follow, which continues from the start state, or more than ``order.shape[0]`` states)."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     run_ptr, run_byte, run_target = runs
@@ -1079,6 +1079,25 @@ def start_walk_class(L, exp, mixed, fork, out):  # pragma: no cover - compiled
         out[mixed.shape[0] + k] = 1 if _viable(reach_bits, fork[k], exp, ign) else 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _viable_cached(ok, reach_bits, t, exp, ign):  # pragma: no cover - compiled
+    """``_viable`` for state ``t``, kept in ``ok[t]`` (0 unknown, 1 viable, 2 not)."""
+    if ok[t] == 0:
+        ok[t] = 1 if _viable(reach_bits, t, exp, ign) else 2
+    return ok[t] == 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends_seen(L, s, exp, scan, ok, ends):  # pragma: no cover - compiled
+    """Whether the walk reaches state ``s`` (viable) and a lexeme the parser sees ends there
+    (``end_lexeme`` 1, kept in ``ends[s]``; -1 unknown)."""
+    if not _viable_cached(ok, L[5], s, exp, L[7]):
+        return False
+    if ends[s] < 0:
+        ends[s] = end_lexeme(L, s, exp, scan)
+    return ends[s] == 1
+
+
 @njit(cache=True, nogil=True)
 def start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_state, g_first, g_on, d_ptr, d_state,
                      div_node, div_next, div_first, out, dyn_node, dyn_state):  # pragma: no cover - compiled
@@ -1104,33 +1123,14 @@ def start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_sta
                 out[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
     for g in range(g_state.shape[0]):
         s = g_state[g]
-        g_on[g] = -1
-        if not first_ok[g_first[g]]:
-            continue
-        if ok[s] == 0:
-            ok[s] = 1 if _viable(reach_bits, s, exp, ign) else 2
-        if ok[s] != 1:
-            continue
-        if ends[s] < 0:
-            ends[s] = end_lexeme(L, s, exp, scan)
-        if ends[s] == 1:
-            g_on[g] = s
+        g_on[g] = s if first_ok[g_first[g]] and _ends_seen(L, s, exp, scan, ok, ends) else -1
     nd = 0
     for k in range(d_state.shape[0]):
         s = d_state[k]
-        if ok[s] == 0:
-            ok[s] = 1 if _viable(reach_bits, s, exp, ign) else 2
-        if ok[s] != 1:
-            continue
-        if ends[s] < 0:
-            ends[s] = end_lexeme(L, s, exp, scan)
-        if ends[s] != 1:
+        if not _ends_seen(L, s, exp, scan, ok, ends):
             continue
         for q in range(d_ptr[k], d_ptr[k + 1]):
-            t = div_next[q]
-            if ok[t] == 0:
-                ok[t] = 1 if _viable(reach_bits, t, exp, ign) else 2
-            if ok[t] == 2 and first_ok[div_first[q]]:
+            if first_ok[div_first[q]] and not _viable_cached(ok, reach_bits, div_next[q], exp, ign):
                 dyn_node[nd] = div_node[q]
                 dyn_state[nd] = s
                 nd += 1
