@@ -1359,6 +1359,58 @@ def test_walks_shared_across_grammars_see_which_bytes_start_a_lexeme(tok_spm):
     assert ends[","] and ends[";"] and not ends[","] & ends[";"]
 
 
+
+def test_lexeme_signature_rows_made_as_read_equal_whatever_the_room(real_tok):
+    """``lexeme_signature`` makes lexer rows as runs when it first reads them, in buffers that
+    grow when full (it asks again): from an empty, tiny buffer, from a big one and from one
+    already filled by other states, every (state, expected set) of a walk gets the same
+    fingerprint and numbering, and its scratch numbering is all -1 again after each call (a
+    stale entry would change a later fingerprint)."""
+    from logitgate.kernels import earley_kernels as ek
+
+    kind, path, text = START_WALK_TEXTS["sql.lark"]
+    cg = lg.compile(load_grammar(kind, path), real_tok, cache=False)
+    eng = cg.engine
+    m = lg.Matcher(cg, max_rollback=-1)
+    pairs = []
+    for ch in text:
+        assert m.accept_string(ch)
+        st = m._state
+        pairs.append((st.lex, np.ascontiguousarray(st.chart.row_exp[st.chart.n_rows - 1])))
+    n_states = eng.lexer.n_states
+    tiny = ek.new_row_runs(n_states, cap=256)
+    shared = ek.new_row_runs(n_states)
+    depth = real_tok.trie.max_depth
+    grew = 0
+    for lex, exp in pairs:
+        got = []
+        for which in ("fresh", "tiny", "shared"):
+            runs = ek.new_row_runs(n_states) if which == "fresh" else tiny if which == "tiny" else shared
+            order = np.empty(64, np.int32)
+            while True:
+                h1, h2, n = ek.lexeme_signature(eng.L, runs, lex, exp, eng._all_bytes, depth, order)
+                if n != -2:
+                    break
+                assert which == "tiny"
+                runs = tiny = ek.grow_row_runs(runs)
+                grew += 1
+            assert (runs[5] == -1).all(), which
+            got.append((int(h1), int(h2), int(n), order[:max(int(n), 0)].tolist()))
+        assert got[0] == got[1] == got[2], lex
+    assert grew >= 2  # the tiny buffer really grew, in the middle of signatures
+    shareable = [ek.lexeme_signature(eng.L, shared, lex, exp, eng._all_bytes, depth, np.empty(64, np.int32))[2]
+                 for lex, exp in pairs]
+    assert sum(n > 1 for n in shareable) >= 5  # signatures that number several states were compared
+    # the rows made, read back as bytes, are the lexer's rows
+    off, cnt, byte, target = shared[:4]
+    made = np.flatnonzero(off >= 0)
+    assert made.size >= 5
+    for s in made.tolist():
+        b, t = byte[off[s]:off[s] + cnt[s]], target[off[s]:off[s] + cnt[s]]
+        assert b[0] == 0 and (np.diff(b) > 0).all() and (t[1:] != t[:-1]).all()
+        assert np.array_equal(np.repeat(t, np.diff(np.append(b, 256))), eng.lexer.trans[s]), s
+
+
 START_WALK_TEXTS = {
     **MASK_TEXTS,
     # SQL: a terminal that starts with whitespace (an ignored lexeme may go on into it or end),

@@ -298,7 +298,8 @@ class CFGEngine:
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
         self.n_walks = 0
-        self._runs = None  # the lexer rows as runs, for lexeme_signature (built when first needed)
+        self._runs = None  # the lexer rows as runs, for lexeme_signature (ek.new_row_runs, when first needed)
+        self._sig_lock = threading.Lock()
         self._start_walks: dict[bytes, _StartWalk] = {}  # see _start_record, by class of expected sets
         self._start_plain: dict[bytes, float] = {}  # seconds of plain start-state walks, per class
         self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
@@ -585,9 +586,14 @@ class CFGEngine:
         # more than the hits it finds
         if lex != self.lexer.start and first_ok is self._all_bytes:
             order = np.empty(SHARED_MAX_STATES, np.int32)
-            if self._runs is None:
-                self._runs = ek.row_runs(self.lexer.trans)
-            h1, h2, n = ek.lexeme_signature(self.L, self._runs, lex, exp, first_ok, trie.max_depth, order)
+            with self._sig_lock:  # the rows as runs, made as read, and the scratch numbering
+                if self._runs is None:
+                    self._runs = ek.new_row_runs(self.lexer.n_states)
+                while True:
+                    h1, h2, n = ek.lexeme_signature(self.L, self._runs, lex, exp, first_ok, trie.max_depth, order)
+                    if n != -2:
+                        break
+                    self._runs = ek.grow_row_runs(self._runs)
             if n > 0:
                 skey = (int(h1), int(h2), int(n))
                 found = _shared_walks(trie).get(skey)

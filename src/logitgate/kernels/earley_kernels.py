@@ -884,32 +884,49 @@ def _sig_mix(h, v):  # pragma: no cover - compiled
     return h * np.uint64(0xBF58476D1CE4E5B9)
 
 
-@njit(cache=True, nogil=True)
-def row_runs(trans):  # pragma: no cover - compiled
-    """Each lexer row as runs of equal targets: run ``k`` of state ``s`` (``run_ptr[s] <= k <
-    run_ptr[s+1]``) covers bytes ``run_byte[k]`` up to the next run's first byte (or 255)."""
-    n = trans.shape[0]
-    run_ptr = np.zeros(n + 1, np.int32)
-    count = 0
-    for s in range(n):
-        prev = -2
-        for b in range(256):
-            if trans[s, b] != prev:
-                count += 1
-                prev = trans[s, b]
-        run_ptr[s + 1] = count
-    run_byte = np.empty(count, np.int32)
-    run_target = np.empty(count, np.int32)
-    k = 0
-    for s in range(n):
-        prev = -2
-        for b in range(256):
-            if trans[s, b] != prev:
-                prev = trans[s, b]
-                run_byte[k] = b
-                run_target[k] = prev
-                k += 1
-    return run_ptr, run_byte, run_target
+def new_row_runs(n_states: int, cap: int = 1 << 14) -> tuple:
+    """Empty lazily-filled lexer rows as runs (see :func:`_row_runs`) for ``n_states`` states,
+    room for ``cap`` runs, and the all ``-1`` scratch array :func:`lexeme_signature` numbers
+    states in: ``(run_off, run_cnt, run_byte, run_target, used, canon)``."""
+    return (np.full(n_states, -1, np.int32), np.zeros(n_states, np.int32), np.empty(cap, np.int32),
+            np.empty(cap, np.int32), np.zeros(1, np.int64), np.full(n_states, -1, np.int32))
+
+
+def grow_row_runs(runs: tuple) -> tuple:
+    """``runs`` with twice the room for runs (the rows already made kept)."""
+    off, cnt, byte, target, used, canon = runs
+    cap = 2 * byte.shape[0]
+    b2, t2 = np.empty(cap, np.int32), np.empty(cap, np.int32)
+    b2[:used[0]] = byte[:used[0]]
+    t2[:used[0]] = target[:used[0]]
+    return off, cnt, b2, t2, used, canon
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_runs(trans, s, runs):  # pragma: no cover - compiled
+    """Make lexer row ``s`` as runs of equal targets, once (rows are made as first read, so a big
+    lexer never pays for the rows no signature looks at): run ``k`` (``run_off[s] <= k <
+    run_off[s] + run_cnt[s]``) covers bytes ``run_byte[k]`` up to the next run's first byte (or
+    255), all going to ``run_target[k]``. False when the buffers are full (nothing written)."""
+    run_off, run_cnt, run_byte, run_target, used, _ = runs
+    if run_off[s] >= 0:
+        return True
+    u = used[0]
+    if u + 256 > run_byte.shape[0]:
+        return False
+    k = u
+    prev = -2
+    for b in range(256):
+        t = trans[s, b]
+        if t != prev:
+            run_byte[k] = b
+            run_target[k] = t
+            k += 1
+            prev = t
+    run_cnt[s] = k - u
+    run_off[s] = u
+    used[0] = k
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -918,15 +935,26 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     expected set ``exp``: the states reachable within ``depth`` bytes through moves the walk
     follows, numbered in breadth-first order (written to ``order``: canonical -> local state),
     their rows (targets as canonical numbers, -1 where the walk stops; rows are read as runs,
-    ``runs`` from :func:`row_runs`), per state whether it is viable, a lazy stop, and how its
-    lexeme ends, and the bytes some lexeme starts with. Equal fingerprints give equal walks up to
-    that numbering, so walks can be shared across grammars. Returns ``(h1, h2, n)``; ``n < 0``: not shareable (an ignored lexeme can
-    follow, which continues from the start state, or more than ``order.shape[0]`` states)."""
+    made as needed in ``runs``, see :func:`new_row_runs`), per state whether it is viable, a lazy
+    stop, and how its lexeme ends, and the bytes some lexeme starts with. Equal fingerprints give
+    equal walks up to that numbering, so walks can be shared across grammars. Returns ``(h1, h2,
+    n)``; ``n = -1``: not shareable (an ignored lexeme can follow, which continues from the start
+    state, or more than ``order.shape[0]`` states); ``n = -2``: ``runs`` is full (grow it with
+    :func:`grow_row_runs` and ask again). Not thread-safe for one ``runs``."""
+    canon = runs[5]
+    h1, h2, n, filled = _signature(L, runs, canon, s0, exp, first_ok, depth, order)
+    for k in range(1, filled):  # the scratch numbering back to all -1
+        canon[order[k]] = -1
+    return h1, h2, n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _signature(L, runs, canon, s0, exp, first_ok, depth, order):  # pragma: no cover - compiled
+    """:func:`lexeme_signature`, also returning how many entries of ``order`` it numbered."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
-    run_ptr, run_byte, run_target = runs
+    run_off, run_cnt, run_byte, run_target = runs[0], runs[1], runs[2], runs[3]
     # local state -> canonical number (-1: not met yet); the root row (number 0) is apart: only
     # there do first bytes outside ``first_ok`` skip their subtree, so s0 met again is numbered anew
-    canon = np.full(trans.shape[0], -1, np.int32)
     dep = np.empty(order.shape[0], np.int32)
     scan = np.zeros(exp.shape[0], np.uint64)
     h1 = np.uint64(0x243F6A8885A308D3)
@@ -952,22 +980,26 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
         if s != lex_start:
             e = end_lexeme(L, s, exp, scan)
             if e == 2:
-                return np.uint64(0), np.uint64(0), -1
+                return np.uint64(0), np.uint64(0), -1, n
         flags = ok | (stop << 1) | (e << 2) | ((1 if s == lex_start else 0) << 4) | (mode << 5)
         h1 = _sig_mix(h1, flags)
         h2 = _sig_mix(h2, flags + 77)
         if d < depth:
             prev = -100
-            for k in range(run_ptr[s], run_ptr[s + 1]):
+            if not _row_runs(trans, s, runs):
+                return np.uint64(0), np.uint64(0), -2, n
+            lo = run_off[s]
+            hi = lo + run_cnt[s]
+            for k in range(lo, hi):
                 t = run_target[k]
-                last = run_byte[k + 1] if k + 1 < run_ptr[s + 1] else 256
+                last = run_byte[k + 1] if k + 1 < hi else 256
                 v = -1
                 if t >= 0 and stop == 0:
                     if _viable(reach_bits, t, exp, ign):
                         c = canon[t]
                         if c < 0:
                             if n >= order.shape[0]:
-                                return np.uint64(0), np.uint64(0), -1
+                                return np.uint64(0), np.uint64(0), -1, n
                             c = n
                             canon[t] = c
                             order[n] = t
@@ -989,7 +1021,7 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
         else:
             h1 = _sig_mix(h1, np.uint64(0xFFFF))
         q += 1
-    return h1, h2, n
+    return h1, h2, n, n
 
 
 @njit(cache=True, nogil=True, inline="always")
