@@ -193,10 +193,14 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
     n = 0
     mid_off[0] = 0
     while n < limit:
-        succ = _canon(reach_bits, exp, ign, trans[s, plain[0]])
+        prev_raw = trans[s, plain[0]]
+        succ = _canon(reach_bits, exp, ign, prev_raw)
         for i in range(1, plain.shape[0]):
-            t = _canon(reach_bits, exp, ign, trans[s, plain[i]])
-            if not _same(reach_bits, off, term, part, sel, t, succ):
+            raw = trans[s, plain[i]]
+            if raw == prev_raw:
+                continue  # a run of one target (most of a row): looked at once
+            prev_raw = raw
+            if not _same(reach_bits, off, term, part, sel, _canon(reach_bits, exp, ign, raw), succ):
                 return -1
         if _ends(acc_bits, sel, s):
             return -1
@@ -236,25 +240,42 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     if _ends(acc_bits, sel, lex):
         return -2, 0
     m = plain.shape[0]
-    vals = np.empty(m, np.int64)
+    # the distinct targets of the plain characters (few: a body, key letters) and their counts;
+    # a row's runs of one target are looked at once
+    tgt = np.empty(m, np.int64)  # per character: index into the distinct targets
+    dist = np.empty(m, np.int64)
+    cnt = np.zeros(m, np.int64)
+    nd = 0
+    prev_raw = -3
+    k = -1
     for i in range(m):
-        vals[i] = _canon(reach_bits, exp, ign, trans[lex, plain[i]])
-    vals.sort()
-    succ = vals[0]
+        raw = trans[lex, plain[i]]
+        if raw != prev_raw:
+            prev_raw = raw
+            v = _canon(reach_bits, exp, ign, raw)
+            k = -1
+            for q in range(nd):
+                if dist[q] == v:
+                    k = q
+                    break
+            if k < 0:
+                k = nd
+                dist[nd] = v
+                nd += 1
+        tgt[i] = k
+        cnt[k] += 1
+    # the most frequent target, the smallest on a tie
     best = 0
-    i = 0
-    while i < m:
-        j = i
-        while j < m and vals[j] == vals[i]:
-            j += 1
-        if j - i > best:
-            best = j - i
-            succ = vals[i]
-        i = j
+    for q in range(1, nd):
+        if cnt[q] > cnt[best] or (cnt[q] == cnt[best] and dist[q] < dist[best]):
+            best = q
+    succ = dist[best]
     if succ < 0:
         return -1, 0
+    for q in range(nd):
+        cnt[q] = 1 if _same(reach_bits, off, term, part, sel, dist[q], succ) else 0
     for i in range(m):
-        if not _same(reach_bits, off, term, part, sel, _canon(reach_bits, exp, ign, trans[lex, plain[i]]), succ):
+        if cnt[tgt[i]] == 0:
             elsewhere[plain[i]] = 1
     n = utf8_mids(R, forms, lex, succ, first_mids, 0)
     if n < 0:
