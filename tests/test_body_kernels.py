@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import logitgate
 from logitgate.kernels import body_kernels as bk
@@ -361,3 +363,42 @@ def test_restricted_kernels_equal_a_bisimulation(tok_spm, monkeypatch):
     # the restriction mattered: distinct states were one, and states with plain characters going
     # to several states were still string bodies
     assert pairs_alike > 0 and bodies > 0 and mixed > 0
+
+
+def _ref_body_steps(reach_bits, exp, ign, every, first_mids, per_step):
+    """``body_steps`` as a plain loop over every step (no shortcut for repeated states)."""
+    live = exp | ign
+    reaches = lambda s: bool((reach_bits[s] & live).any())  # noqa: E731
+    n = next((k for k, s in enumerate(every) if not reaches(s)), len(every))
+    for k in range(n):
+        if not all(reaches(m) for m in (first_mids if k == 0 else per_step[k - 1])):
+            return -1
+    return n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_body_steps_equal_a_plain_loop(data):
+    """``body_steps`` skips the repeated steps of a self-loop (the same state again, its
+    multi-byte states copied by ``plain_chain``); on chains of that shape it answers as a loop over
+    every step and every state inside a character does."""
+    n_states = data.draw(st.integers(2, 6))
+    reach_bits = np.array(data.draw(st.lists(st.integers(0, 7), min_size=n_states, max_size=n_states)),
+                          np.uint64).reshape(n_states, 1)
+    exp = np.array([data.draw(st.integers(0, 7))], np.uint64)
+    ign = np.array([data.draw(st.integers(0, 1))], np.uint64)
+    length = data.draw(st.integers(1, 8))
+    every, per_step = [], []
+    mids_of = st.lists(st.integers(0, n_states - 1), max_size=3)
+    for k in range(length):
+        repeat = k >= 1 and data.draw(st.booleans())
+        every.append(every[-1] if repeat else data.draw(st.integers(0, n_states - 1)))
+        if k >= 1:  # the states inside the characters from step k - 1 to step k
+            loop = k >= 2 and every[k] == every[k - 1] == every[k - 2]
+            per_step.append(list(per_step[-1]) if loop else data.draw(mids_of))
+    first_mids = data.draw(mids_of)
+    off = np.cumsum([0] + [len(m) for m in per_step])
+    mids = np.array([m for ms in per_step for m in ms], np.int64)
+    got = bk.body_steps(reach_bits, exp, ign, np.array(every, np.int64), np.array(first_mids, np.int64), mids,
+                        off.astype(np.int64))
+    assert got == _ref_body_steps(reach_bits, exp, ign, every, first_mids, per_step)

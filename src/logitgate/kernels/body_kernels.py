@@ -294,10 +294,14 @@ def body_steps(reach_bits, exp, ign, every, first_mids, mids, off):  # pragma: n
     then ASCII goes on where some characters stop, and the plain tokens are not one row."""
     n = every.shape[0]
     for k in range(every.shape[0]):
+        if k > 0 and every[k] == every[k - 1]:
+            continue  # a string body's self-loop: the same state again
         if not _reaches(reach_bits, every[k], exp, ign):
             n = k
             break
     for k in range(n):
+        if k >= 2 and every[k] == every[k - 1] and every[k - 1] == every[k - 2]:
+            continue  # the same step as the one before (its multi-byte states are copies of those)
         lo = 0 if k == 0 else off[k - 1]
         hi = first_mids.shape[0] if k == 0 else off[k]
         for q in range(lo, hi):
