@@ -91,6 +91,39 @@ def test_the_plain_token_table(tok_tekken):
         assert tok_tekken.trie.token_node[t] >= 0 and split.rest.token_node[t] >= 0
 
 
+
+def test_plain_rows_less_leaving_first_bytes_equal_the_token_bytes(real_tok):
+    """``_plain_row(n, elsewhere)``: the plain tokens of at most ``n`` characters whose first
+    byte is not in ``elsewhere`` (a non-ASCII lead byte there: every non-ASCII first byte), as the
+    token bytes say; rows cached per vocabulary answer each (n, bytes) key alone, in any order."""
+    engine = lg.compile(lg.Grammar.from_json_schema({"type": "string"}), real_tok, cache=False).engine
+    split = real_tok.trie.string_body
+    split.plain_rows.clear()
+    n_tok = real_tok.n_tokens
+    first = np.array([tb[0] if (tb := real_tok.token_bytes(t)) else -1 for t in range(n_tok)])
+    plain = [lg.bitmask_to_bool(split.cumulative[k].view(np.int32), n_tok) for k in range(split.max_chars + 1)]
+    rng = random.Random(5)
+    keys = []
+    for _ in range(6):
+        leaving = set(rng.sample(range(0x20, 0x7F), rng.randint(0, 3)))
+        if rng.random() < 0.4:
+            leaving.add(0xC2)
+        keys.append((rng.randint(1, min(split.max_chars, 8)), leaving))
+    keys += [(n, set()) for n, _ in keys[:2]] + keys  # the same n with other bytes, and hits again
+    for n, leaving in keys:
+        elsewhere = np.zeros(256, np.uint8)
+        for b in leaving:
+            elsewhere[b] = 1
+            if b == 0xC2:
+                elsewhere[0xC2:0xF5] = 1
+        row = engine._plain_row(split, n, elsewhere)
+        dropped = np.isin(first, [b for b in leaving if b < 0x80]) | ((first >= 0x80) & (0xC2 in leaving))
+        want = plain[n] & ~dropped
+        assert np.array_equal(lg.bitmask_to_bool(row.view(np.int32), n_tok), want), (n, sorted(leaving))
+        assert not row.flags.writeable
+    assert len(split.plain_rows) < len(keys)  # repeated keys were answered from the cache
+
+
 def test_a_mask_wider_than_the_vocabulary(monkeypatch):
     from .conftest import mistral_file
 

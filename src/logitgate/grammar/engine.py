@@ -220,6 +220,9 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
 SHARED_MAX_STATES = 1024
 """Largest lexer part (states reachable within the trie's depth) whose walks are shared across
 grammars; bigger ones are walked per grammar."""
+PLAIN_ROWS_CACHED = 256
+"""Rows of plain tokens a vocabulary keeps for string-body walks (``CFGEngine._plain_row``; 16 KB
+each on a 131k vocabulary); the cache starts over when full."""
 SHARED_CACHE_BYTES = 256 * 2**20
 
 
@@ -695,8 +698,7 @@ class CFGEngine:
         """What ``_body_walk`` needs of lexer state ``lex`` for the expected set ``exp``: the chain
         ``every`` (the state after one plain character, then along its chain), the states inside
         multi-byte characters on the way to each (``first_mids`` into ``every[0]``, then the
-        chain's ``mids``/``off``), the first bytes ``elsewhere``, and the plain tokens starting
-        with them (``drop``, or None); None: not a string body."""
+        chain's ``mids``/``off``) and the first bytes ``elsewhere``; None: not a string body."""
         if split.max_chars == 0:
             return None
         R = self._restriction(exp)
@@ -709,15 +711,30 @@ class CFGEngine:
         if chain is None:
             return None
         states, mids, off = chain
-        drop = None
-        if elsewhere.any():
-            leaving = np.flatnonzero(elsewhere[:0x80])
-            drop = np.bitwise_or.reduce(self.trie.first_byte_masks[leaving], axis=0) if leaving.size else \
-                np.zeros(split.cumulative.shape[1], np.uint32)
-            if elsewhere[0xC2]:
-                drop = drop | split.non_ascii_first
         every = np.concatenate(([succ], states))
-        return every, first_mids[:n_first].copy(), mids, off, elsewhere, drop
+        return every, first_mids[:n_first].copy(), mids, off, elsewhere
+
+    def _plain_row(self, split: Any, n: int, elsewhere: np.ndarray) -> np.ndarray:
+        """The plain tokens of at most ``n`` characters (``split.cumulative[n]``) less those whose
+        first byte is in ``elsewhere`` (a non-ASCII lead byte there stands for all of them):
+        read-only, cached per vocabulary (``split.plain_rows``), as the same few byte sets (a
+        schema's key letters, say) recur in every grammar."""
+        key = (n, elsewhere.tobytes() if elsewhere.any() else b"")
+        row = split.plain_rows.get(key)
+        if row is None:
+            row = split.cumulative[n]
+            if key[1]:
+                leaving = np.flatnonzero(elsewhere[:0x80])
+                drop = np.bitwise_or.reduce(self.trie.first_byte_masks[leaving], axis=0) if leaving.size else \
+                    np.zeros(split.cumulative.shape[1], np.uint32)
+                if elsewhere[0xC2]:
+                    drop = drop | split.non_ascii_first
+                row = row & ~drop
+                row.setflags(write=False)
+            if len(split.plain_rows) >= PLAIN_ROWS_CACHED:
+                split.plain_rows.clear()
+            split.plain_rows[key] = row
+        return row
 
     def _body_walk(self, lex: int, exp: np.ndarray) -> tuple[Any, ...] | None:
         """The lexer-only walk from a state inside a string body, in parts; None when ``lex`` is not
@@ -742,16 +759,19 @@ class CFGEngine:
         shape = self._body_shape(lex, exp, split)
         if shape is None:
             return None
-        every, first_mids, mids, off, elsewhere, drop = shape
+        every, first_mids, mids, off, elsewhere = shape
         # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
         n = int(bk.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
         if n < 0:
             return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
         # end the lexeme, which no chain state (nor a state inside a character) accepts
-        words = split.cumulative.shape[1]
-        inside = np.zeros(self.mask_words, dtype=np.uint32)
-        inside[:words] = split.cumulative[n] if drop is None else split.cumulative[n] & ~drop
+        row = self._plain_row(split, n, elsewhere)
+        if row.shape[0] == self.mask_words:
+            inside = row.copy()
+        else:
+            inside = np.zeros(self.mask_words, dtype=np.uint32)
+            inside[:row.shape[0]] = row
         rest = split.rest
         first_ok = np.ascontiguousarray(1 - elsewhere)
         bnd_node = np.empty(rest.n_nodes, np.int32)

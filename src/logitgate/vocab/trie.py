@@ -159,7 +159,7 @@ class StringBodySplit:
     of ``rest`` only: the plain tokens that fit are one row of ``cumulative``.
     """
 
-    __slots__ = ("cumulative", "max_chars", "rest", "n_plain", "non_ascii_first")
+    __slots__ = ("cumulative", "max_chars", "rest", "n_plain", "non_ascii_first", "plain_rows")
 
     def __init__(self, cumulative: np.ndarray, max_chars: int, rest: "TokenTrie", n_plain: int,
                  non_ascii_first: np.ndarray) -> None:
@@ -169,6 +169,9 @@ class StringBodySplit:
         self.n_plain = n_plain
         self.non_ascii_first = non_ascii_first
         """The tokens (of the trie) whose first byte is a UTF-8 lead byte, 0xC2-0xF4."""
+        self.plain_rows: dict[tuple[int, bytes], np.ndarray] = {}
+        """A cache for the string-body walk: rows of ``cumulative`` less the plain tokens that start
+        with some bytes (``CFGEngine._body_walk``), shared by every grammar over the vocabulary."""
 
     @classmethod
     def of(cls, trie: "TokenTrie") -> "StringBodySplit":
