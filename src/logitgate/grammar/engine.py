@@ -281,6 +281,8 @@ class CFGEngine:
         self.trie = trie
         self.mask_words = vocab_words
         self.eos_mask = eos_mask
+        # the words of the EOS bits: a mask gets them alone (an OR over the whole row costs more)
+        self._eos_at = [(int(w), eos_mask[w]) for w in np.flatnonzero(eos_mask)]
         lx = self.lexer
         self.L = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
@@ -360,7 +362,8 @@ class CFGEngine:
             trie_kernels.copy_dups(out, trie.dup_first, trie.dup_other)
         words = out.view(np.int32)
         if st.eos_allowed():
-            words |= self.eos_mask
+            for w, bits in self._eos_at:
+                words[w] |= bits
         words.setflags(write=False)
         with self._lock:
             self._masks[key] = words

@@ -265,7 +265,8 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
     for k in range(done):
         if accepting[rows[k] // n_classes]:
             for w in range(words):
-                out[k, w] |= eos[w]
+                if eos[w]:  # (few words have EOS bits: an OR over the row would write it all)
+                    out[k, w] |= eos[w]
     return rows[:done], out[:done]
 
 
