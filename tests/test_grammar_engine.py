@@ -1359,7 +1359,6 @@ def test_walks_shared_across_grammars_see_which_bytes_start_a_lexeme(tok_spm):
     assert ends[","] and ends[";"] and not ends[","] & ends[";"]
 
 
-
 def test_lexeme_signature_rows_made_as_read_equal_whatever_the_room(real_tok):
     """``lexeme_signature`` makes lexer rows as runs when it first reads them, in buffers that
     grow when full (it asks again): from an empty, tiny buffer, from a big one and from one

@@ -272,10 +272,11 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     succ = dist[best]
     if succ < 0:
         return -1, 0
+    alike = np.empty(nd, np.bool_)  # per distinct target: the same as succ for the walk
     for q in range(nd):
-        cnt[q] = 1 if _same(reach_bits, off, term, part, sel, dist[q], succ) else 0
+        alike[q] = _same(reach_bits, off, term, part, sel, dist[q], succ)
     for i in range(m):
-        if cnt[tgt[i]] == 0:
+        if not alike[tgt[i]]:
             elsewhere[plain[i]] = 1
     n = utf8_mids(R, forms, lex, succ, first_mids, 0)
     if n < 0:
