@@ -305,3 +305,58 @@ def test_unused_rules_are_named_in_every_syntax():
             lg.compile(g, tok, cache=False)
         assert any(issubclass(w.category, lg.GrammarWarning) and needle in str(w.message) for w in caught), needle
         assert sum(needle in n for n in g.notes) == 1
+
+
+# -- grammars whose whole text is one lexeme compile as their DFA --------------------------------
+
+ONE_LEXEME = [
+    ("gbnf", None, "llama-cpp-grammars/chess.gbnf", ["1. e4 e5\n2. Nf3 Nc6\n3. O-O-O+ exd8=Q#\n", "1. e4 e5\n"]),
+    ("gbnf", None, "llama-cpp-grammars/list.gbnf", ["- apples\n- 東京 x\n", "- a\n"]),
+    ("gbnf", 'root ::= ("ab" | [0-9]{2,3})+ "!"?\n', None, ["ab12ab999!", "12"]),
+    ("lark", 'start: word\nword: WORD\nWORD: /[a-z]+(-[a-z]+)*/\n', None, ["well-being", "abc"]),
+]
+
+
+@pytest.mark.parametrize("fmt,src,rel,texts", ONE_LEXEME, ids=["chess", "list", "counted", "lark-unit-rules"])
+def test_one_lexeme_grammars_compile_as_their_dfa_with_the_parsers_masks(fmt, src, rel, texts, tok_spm) -> None:
+    """A grammar that is one lexeme end to end is served by its DFA (no parser); its masks, EOS,
+    forced bytes and refusals equal those of the character-level parse, token by token along
+    canonical and random tokenizations of valid texts and of texts cut or changed."""
+    import random
+
+    from logitgate.compiler import CompiledCFG
+    from tests.oracles import random_split_ids
+
+    src = src if src is not None else open_data(rel)
+    grammar = getattr(lg.Grammar, "from_" + fmt)(src)
+    fast = lg.compile(grammar, tok_spm, cache=False)
+    assert type(fast) is lg.CompiledGrammar and not isinstance(fast, CompiledCFG)
+    exact = _char_level(grammar, tok_spm) if fmt == "gbnf" else CompiledCFG(grammar, tok_spm, lower(grammar.ir))
+    rng = random.Random(7)
+    bm = lg.allocate_token_bitmask(2, tok_spm.vocab_size)
+    for text in texts + [texts[0][:-1], texts[0].replace("e", "%", 1)]:
+        for _ in range(3):
+            ids = random_split_ids(tok_spm, text.encode(), rng)
+            a, b = lg.Matcher(fast), lg.Matcher(exact)
+            for t in ids + [tok_spm.eos_token_ids[0]]:
+                a.fill_next_token_bitmask(bm, 0)
+                b.fill_next_token_bitmask(bm, 1)
+                assert (bm[0] == bm[1]).all(), (text, ids, t)
+                assert a.is_accepting() == b.is_accepting()
+                assert a.find_jump_forward_bytes() == b.find_jump_forward_bytes()
+                ok = a.accept_token(t)
+                assert ok == b.accept_token(t)
+                if not ok:
+                    break
+
+
+@pytest.mark.parametrize("fmt,src", [
+    ("gbnf", 'root ::= "(" root ")" | "x"\n'),  # not regular
+    ("lark", 'start: A B\nA: /a+/\nB: /b+/\n'),  # two lexemes
+    ("lark", 'start: WORD\nWORD: /[a-z]+/\n%ignore " "\n'),  # an ignored terminal around it
+    ("gbnf", 'root ::= ""\n'),  # the empty text: no lexeme
+])
+def test_grammars_of_more_than_one_lexeme_keep_the_parser(fmt, src, byte_tok) -> None:
+    from logitgate.compiler import CompiledCFG
+
+    assert isinstance(lg.compile(getattr(lg.Grammar, "from_" + fmt)(src), byte_tok, cache=False), CompiledCFG)

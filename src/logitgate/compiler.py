@@ -117,6 +117,8 @@ class CompiledGrammar:
         # memoised masks are capped by Limits.mask_cache_bytes (oldest dropped first)
         self._max_masks = max(1, get_limits().mask_cache_bytes // (4 * self.mask_words))
         self._forced: dict[int, bytes] = {}
+        # a grammar compiled as its DFA (see _whole_text_dfa) keeps a grammar's jump-forward cap
+        self._max_forced = None if grammar.kind == "regex" else get_limits().max_forced_bytes
         self._lock = threading.Lock()
         self._indexing_started = False
         # the first mask request's batch (see token_mask): masks [k, mask_words], state -> row
@@ -161,6 +163,8 @@ class CompiledGrammar:
         forced = self._forced.get(state)
         if forced is None:
             forced = self.dfa.forced_bytes(state)
+            if self._max_forced is not None:
+                forced = forced[:self._max_forced]
             self._forced[state] = forced
         return forced
 
@@ -581,6 +585,22 @@ class CompiledRecognizer(CompiledGrammar):
                 f"tokenizer={self.tokenizer.name or self.tokenizer.fingerprint[:12]!r})")
 
 
+def _whole_text_dfa(cfg: "CFG", lexer: Any) -> ByteDFA | None:
+    """The DFA of a grammar whose text is always one lexeme, else None: one terminal, a regex
+    that is neither ignored nor lazy, and only unit rules (``root ::= "1. " move ...`` with every
+    rule merged into one lexeme, ``start: /[a-z]+/``). Its language is the terminal's (a longest
+    match reads the whole text, as nothing may follow it), so it compiles as a regex does: masks
+    from the DFA alone, no parser."""
+    if cfg.n_terminals != 1 or cfg.prefix or lexer.dfa is None:
+        return None
+    term = cfg.terminals[0]
+    if term.ignore or term.lazy or term.automaton is not None:
+        return None
+    if any(len(rhs) != 1 for _, rhs in cfg.rules):
+        return None
+    return lexer.dfa
+
+
 def _build(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     if grammar.kind == "recognizer":
         return CompiledRecognizer(grammar, tokenizer, grammar._rec[1])
@@ -598,12 +618,18 @@ def _build(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
     if grammar.kind in ("lark", "gbnf", "yacc"):
         from .grammar.cfg import lower
         from .grammar.lexemes import merge_lexemes
+        from .grammar.lexer import build_lexer
 
         ir = grammar.ir
         if ir.lex_mode == "chars":
             _, cfg, lexer = merge_lexemes(ir, greedy=dict(grammar.options).get("lexing") == "greedy")
-            return CompiledCFG(grammar, tokenizer, cfg, lexer)
-        return CompiledCFG(grammar, tokenizer, lower(ir))
+        else:
+            cfg = lower(ir)
+            lexer = build_lexer(cfg)
+        dfa = _whole_text_dfa(cfg, lexer)
+        if dfa is not None:
+            return CompiledGrammar(grammar, tokenizer, dfa)
+        return CompiledCFG(grammar, tokenizer, cfg, lexer)
     if grammar.kind == "json_schema":
         cfg, lexer = grammar._cfg
         return CompiledCFG(grammar, tokenizer, cfg, lexer)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..automata import build_dfa
+from ..automata import ByteDFA, build_dfa
 from ..errors import GrammarError, GrammarLimitError, LimitError
 from ..limits import check_deadline, get_limits
 from .cfg import CFG
@@ -55,6 +55,8 @@ class LexerTables:
     comp_off: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[0])
     comp_term: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
     comp_part: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
+    # the terminals' minimal DFA (before the fresh start state), when every terminal is a regex
+    dfa: ByteDFA | None = None
 
     @property
     def n_states(self) -> int:
@@ -213,5 +215,6 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         rank=_ro(rank),
         mode=1 if cfg.lex_mode == "global" else 0,
         has_lazy=any(t.lazy for t in terms),
+        dfa=dfa if len(regex_terms) == n_t else None,
         **comp,
     )
