@@ -1484,3 +1484,29 @@ def test_group_by_key_is_a_stable_counting_sort():
         assert starts.shape == uniq.shape
 
     check()
+
+
+def test_walk_kernels_run_without_reference_counting() -> None:
+    """The per-step kernels are compiled without numba's reference counting (two atomics per
+    array per inlined helper call, which had made a memoised parser step ~50x its cost), and
+    the decorator refuses a kernel that allocates, at compile time, instead of leaking."""
+    import numba
+    import numpy as np
+    import pytest
+
+    from logitgate import kernels
+    from logitgate.kernels import body_kernels as bk
+    from logitgate.kernels import earley_kernels as ek
+
+    assert kernels.NO_REFCOUNT  # this numba has the option
+    for fn in (ek.group_walk, ek._lexer_walk, ek._advance_bytes, ek.push_row, ek._add_item, ek.eos_allowed,
+               ek._next_bytes, ek._lexeme_signature, ek._start_walk_apply, bk._body_entry, bk._plain_chain,
+               bk.body_steps):
+        assert fn.targetoptions.get("_nrt") is False, fn.py_func.__name__
+
+    @kernels.walk_njit
+    def allocates(n):  # pragma: no cover - never compiles
+        return np.zeros(n).sum()
+
+    with pytest.raises(numba.core.errors.TypingError):
+        allocates(3)

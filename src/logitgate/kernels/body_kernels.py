@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import walk_njit
 
 # UTF-8 forms of valid scalars: lead bytes lo..hi, how many continuation bytes, and their ranges
 UTF8_FORMS = np.array([
@@ -107,7 +108,7 @@ def _same(reach_bits, off, term, part, sel, a, b):  # pragma: no cover - compile
         j += 1
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def same_for(R, a, b):  # pragma: no cover - compiled
     """:func:`_same` for the restriction ``R`` (see the module docstring)."""
     return _same(R[2], R[6], R[7], R[8], R[5], a, b)
@@ -120,9 +121,14 @@ def utf8_mids(R, forms, s, succ, mids, start):  # pragma: no cover - compiled
     no lexeme it looks at ends. If so, appends the states inside the characters (distinct,
     sorted) to ``mids[start:]`` and returns the new end; else -1 (also when ``mids`` or a
     frontier overflows: the caller then treats ``s`` as no body)."""
+    return _utf8_mids(R, forms, s, succ, mids, start, np.empty(_MAX_FRONTIER, np.int64),
+                      np.empty(_MAX_FRONTIER, np.int64))
+
+
+@walk_njit
+def _utf8_mids(R, forms, s, succ, mids, start, frontier, nxt):  # pragma: no cover - compiled
+    """:func:`utf8_mids` with its two frontiers' scratch."""
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
-    frontier = np.empty(_MAX_FRONTIER, np.int64)
-    nxt = np.empty(_MAX_FRONTIER, np.int64)
     n_mids = start
     for k in range(forms.shape[0]):
         nf = 0
@@ -176,7 +182,13 @@ def utf8_mids(R, forms, s, succ, mids, start):  # pragma: no cover - compiled
     for j in range(start, n_mids):
         if _ends(acc_bits, sel, mids[j]):
             return -1
-    mids[start:n_mids].sort()
+    for j in range(start + 1, n_mids):  # sorted (insertion: they are few; numba's sort allocates)
+        v = mids[j]
+        q = j - 1
+        while q >= start and mids[q] > v:
+            mids[q + 1] = mids[q]
+            q -= 1
+        mids[q + 1] = v
     return n_mids
 
 
@@ -188,6 +200,12 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
     first state where every plain character stops the walk. Returns the number of steps, or -1
     when some state on the way is not a body step (plain characters go different ways, a lexeme
     the walk looks at ends there, or a buffer overflows)."""
+    return _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, np.empty(_MAX_FRONTIER, np.int64),
+                        np.empty(_MAX_FRONTIER, np.int64))
+
+
+@walk_njit
+def _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, frontier, nxt):  # pragma: no cover - compiled
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
     s = lex
     n = 0
@@ -204,7 +222,7 @@ def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: 
                 return -1
         if _ends(acc_bits, sel, s):
             return -1
-        end = utf8_mids(R, forms, s, succ, mids, mid_off[n])
+        end = _utf8_mids(R, forms, s, succ, mids, mid_off[n], frontier, nxt)
         if end < 0:
             return -1
         if succ < 0:
@@ -236,15 +254,23 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     byte when multi-byte characters do not all lead to ``succ`` (see :func:`utf8_mids`; else the
     states inside them are ``first_mids[:n]``). Returns ``(succ, n)``; ``succ = -2`` when a lexeme
     the walk looks at ends at ``lex`` (no body), ``-1`` when most plain characters stop the walk."""
+    m = plain.shape[0]
+    # the distinct targets of the plain characters (few: a body, key letters) and their counts;
+    # a row's runs of one target are looked at once
+    return _body_entry(R, plain, forms, lex, elsewhere, first_mids,
+                       np.empty(m, np.int64),  # per character: index into the distinct targets
+                       np.empty(m, np.int64), np.zeros(m, np.int64),
+                       np.empty(m, np.bool_),  # per distinct target: the same as succ for the walk
+                       np.empty(_MAX_FRONTIER, np.int64), np.empty(_MAX_FRONTIER, np.int64))
+
+
+@walk_njit
+def _body_entry(R, plain, forms, lex, elsewhere, first_mids, tgt, dist, cnt, alike, frontier,
+                nxt):  # pragma: no cover - compiled
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
     if _ends(acc_bits, sel, lex):
         return -2, 0
     m = plain.shape[0]
-    # the distinct targets of the plain characters (few: a body, key letters) and their counts;
-    # a row's runs of one target are looked at once
-    tgt = np.empty(m, np.int64)  # per character: index into the distinct targets
-    dist = np.empty(m, np.int64)
-    cnt = np.zeros(m, np.int64)
     nd = 0
     prev_raw = -3
     k = -1
@@ -272,13 +298,12 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     succ = dist[best]
     if succ < 0:
         return -1, 0
-    alike = np.empty(nd, np.bool_)  # per distinct target: the same as succ for the walk
     for q in range(nd):
         alike[q] = _same(reach_bits, off, term, part, sel, dist[q], succ)
     for i in range(m):
         if not alike[tgt[i]]:
             elsewhere[plain[i]] = 1
-    n = utf8_mids(R, forms, lex, succ, first_mids, 0)
+    n = _utf8_mids(R, forms, lex, succ, first_mids, 0, frontier, nxt)
     if n < 0:
         for b in range(0xC2, 0xF5):
             elsewhere[b] = 1  # multi-byte characters go their own ways: the full walk
@@ -286,7 +311,7 @@ def body_entry(R, plain, forms, lex, elsewhere, first_mids):  # pragma: no cover
     return succ, n
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def body_steps(reach_bits, exp, ign, every, first_mids, mids, off):  # pragma: no cover - compiled
     """How many steps of a string body a walk goes on through for the expected set ``exp`` (and
     ignored terminals ``ign``): the first ``n`` states of ``every`` that can still reach an

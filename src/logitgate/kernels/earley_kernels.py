@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import walk_njit
 
 OK = 1
 REJECT = 0
@@ -58,7 +59,7 @@ def _mix(x):  # pragma: no cover - compiled
     return x
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def _add_item(dr, org, row_start, it_dr, it_org, end, hkey, hgen, gen):  # pragma: no cover - compiled
     """Add (dr, org) at ``end`` unless already in the row; returns the new end, or -1 if the items
     or the hash table are full."""
@@ -78,7 +79,7 @@ def _add_item(dr, org, row_start, it_dr, it_org, end, hkey, hgen, gen):  # pragm
     return end + 1
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def push_row(G, C, scan, init):  # pragma: no cover - compiled
     """Append a row: the items of the last row whose next symbol is a terminal in ``scan`` (a
     bitset), advanced, then closed under prediction and completion. With ``init`` set the row
@@ -367,7 +368,7 @@ def lex_byte(L, G, C, M, s, b, scan, use_memo):  # pragma: no cover - compiled
     return -1
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def eos_allowed(L, G, C, s, scan):  # pragma: no cover - compiled
     """1 if the text can end here (lexer at ``s``), 0 if not, a FULL_* code if the chart must grow.
     The chart is left as it was."""
@@ -394,7 +395,11 @@ def eos_allowed(L, G, C, s, scan):  # pragma: no cover - compiled
 def advance_bytes(L, G, C, M, flat, start, stop, s0):  # pragma: no cover - compiled
     """Feed ``flat[start:stop]``; returns the final lexer state (rows appended to the chart), -1 if
     a byte is refused, or a FULL_* code + ``_LEX_FULL``. On failure the caller restores the rows."""
-    scan = np.zeros(C[3].shape[1], np.uint64)
+    return _advance_bytes(L, G, C, M, flat, start, stop, s0, np.zeros(C[3].shape[1], np.uint64))
+
+
+@walk_njit
+def _advance_bytes(L, G, C, M, flat, start, stop, s0, scan):  # pragma: no cover - compiled
     s = s0
     for k in range(start, stop):
         s = lex_byte(L, G, C, M, s, flat[k], scan, False)
@@ -403,7 +408,7 @@ def advance_bytes(L, G, C, M, flat, start, stop, s0):  # pragma: no cover - comp
     return s
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def viable_bytes(L, s, exp, limit):  # pragma: no cover - compiled
     """How many bytes lead from lexer state ``s`` to a state from which a terminal of ``exp`` (or
     an ignored one) can still be matched, counting up to ``limit`` only."""
@@ -428,16 +433,20 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
     must scan, record the trie node and the lexer state before it in ``bnd_node``/``bnd_state``
     (its subtree is left for :func:`group_walk`). Only tokens whose first byte ``b`` has
     ``first_ok[b]`` are considered. Returns the number of such boundaries."""
-    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
-    n = nodes.shape[0]
-    n_states = trans.shape[0]
+    n_states = L[0].shape[0]
     # per lexer state, computed when first needed (a big lexer has thousands of states, a walk
     # meets few): ok 1 = viable for exp, 2 = not; stop 1 = a lazy lexeme ends here, 2 = not
-    ok = np.zeros(n_states, np.uint8)
-    stop = np.zeros(n_states, np.uint8)
-    endres = np.full(n_states, -1, np.int8)
-    scan = np.zeros(exp.shape[0], np.uint64)
-    lex = np.empty(max_depth + 1, np.int32)
+    return _lexer_walk(nodes, subtree_end, L, s0, exp, first_ok, out, bnd_node, bnd_state,
+                       np.zeros(n_states, np.uint8), np.zeros(n_states, np.uint8), np.full(n_states, -1, np.int8),
+                       np.zeros(exp.shape[0], np.uint64), np.empty(max_depth + 1, np.int32))
+
+
+@walk_njit
+def _lexer_walk(nodes, subtree_end, L, s0, exp, first_ok, out, bnd_node, bnd_state, ok, stop, endres, scan,
+                lex):  # pragma: no cover - compiled
+    """:func:`lexer_walk` in the scratch arrays it allocates."""
+    trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
+    n = nodes.shape[0]
     lex[0] = s0
     nb = 0
     i = 1
@@ -504,8 +513,12 @@ def lexer_walk(nodes, subtree_end, max_depth, L, s0, exp, first_ok, out, bnd_nod
 def end_and_push(L, G, C, s):  # pragma: no cover - compiled
     """End the lexeme in lexer state ``s`` and push the parser row for it. Returns OK (a row was
     pushed), REJECT (it cannot end here, or it is an ignored lexeme: no row) or a FULL_* code."""
+    return _end_and_push(L, G, C, s, np.zeros(C[3].shape[1], np.uint64))
+
+
+@walk_njit
+def _end_and_push(L, G, C, s, scan):  # pragma: no cover - compiled
     row_exp, meta = C[3], C[8]
-    scan = np.zeros(row_exp.shape[1], np.uint64)
     if s == L[1]:
         return REJECT
     r = end_lexeme(L, s, row_exp[meta[0] - 1], scan)
@@ -718,7 +731,7 @@ def split_boundaries(nodes, subtree_end, bnd_node, bnd_state, merge_limit, first
     return merge_groups(nodes, subtree_end, dn, ds, merge_limit), dn, ds
 
 
-@njit(cache=True, nogil=True)
+@walk_njit
 def group_walk(nodes, subtree_end, max_depth, g_ptr, g_state, m_rec, m_end, mem_ptr, mem, g_raw, r_ptr, r_node,
                L, G, C, M, out):  # pragma: no cover
     """Finish a mask after :func:`lexer_walk` over the merged boundary tries of
@@ -838,6 +851,11 @@ def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
     """Set ``out[b] = 1`` for every byte ``b`` that may come next (lexer at ``s``), ending the
     current lexeme (one parser row) at most once for all bytes. The chart is left as it was.
     Returns OK or a FULL_* code."""
+    return _next_bytes(L, G, C, s, out, np.zeros(C[3].shape[1], np.uint64))
+
+
+@walk_njit
+def _next_bytes(L, G, C, s, out, scan):  # pragma: no cover - compiled
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     row_exp = C[3]
     meta = C[8]
@@ -859,7 +877,6 @@ def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
     if need_end:
         ok_end = False
         if s != lex_start:
-            scan = np.zeros(row_exp.shape[1], np.uint64)
             r = end_lexeme(L, s, exp, scan)
             if r == 1:
                 st = push_row(G, C, scan, False)
@@ -876,6 +893,7 @@ def next_bytes(L, G, C, M, s, out):  # pragma: no cover - compiled
                 out[b] = 1 if ok_end and t >= 0 and _viable(reach_bits, t, exp2, ign) else 0
     meta[0] = rows
     return OK
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _sig_mix(h, v):  # pragma: no cover - compiled
@@ -941,22 +959,27 @@ def lexeme_signature(L, runs, s0, exp, first_ok, depth, order):  # pragma: no co
     n)``; ``n = -1``: not shareable (an ignored lexeme can follow, which continues from the start
     state, or more than ``order.shape[0]`` states); ``n = -2``: ``runs`` is full (grow it with
     :func:`grow_row_runs` and ask again). Not thread-safe for one ``runs``."""
+    return _lexeme_signature(L, runs, s0, exp, first_ok, depth, order, np.empty(order.shape[0], np.int32),
+                             np.zeros(exp.shape[0], np.uint64))
+
+
+@walk_njit
+def _lexeme_signature(L, runs, s0, exp, first_ok, depth, order, dep, scan):  # pragma: no cover - compiled
     canon = runs[5]
-    h1, h2, n, filled = _signature(L, runs, canon, s0, exp, first_ok, depth, order)
+    h1, h2, n, filled = _signature(L, runs, canon, s0, exp, first_ok, depth, order, dep, scan)
     for k in range(1, filled):  # the scratch numbering back to all -1
         canon[order[k]] = -1
     return h1, h2, n
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _signature(L, runs, canon, s0, exp, first_ok, depth, order):  # pragma: no cover - compiled
-    """:func:`lexeme_signature`, also returning how many entries of ``order`` it numbered."""
+def _signature(L, runs, canon, s0, exp, first_ok, depth, order, dep, scan):  # pragma: no cover - compiled
+    """:func:`lexeme_signature`, also returning how many entries of ``order`` it numbered (``dep``,
+    ``scan``: scratch)."""
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
     run_off, run_cnt, run_byte, run_target = runs[0], runs[1], runs[2], runs[3]
     # local state -> canonical number (-1: not met yet); the root row (number 0) is apart: only
     # there do first bytes outside ``first_ok`` skip their subtree, so s0 met again is numbered anew
-    dep = np.empty(order.shape[0], np.int32)
-    scan = np.zeros(exp.shape[0], np.uint64)
     h1 = np.uint64(0x243F6A8885A308D3)
     h2 = np.uint64(0x13198A2E03707344)
     # the bytes that start some lexeme: a boundary before any other byte is dropped by the walk
@@ -1141,11 +1164,19 @@ def start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_sta
     viable lexeme stops because ``exp`` has nothing reachable from the next state to
     ``dyn_node``/``dyn_state`` (records of state ``d_state[k]``: ``d_ptr[k]:d_ptr[k + 1]``).
     Returns their number."""
+    n_states = L[0].shape[0]
+    return _start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_state, g_first, g_on, d_ptr,
+                             d_state, div_node, div_next, div_first, out, dyn_node, dyn_state,
+                             np.zeros(exp.shape[0], np.uint64),
+                             np.zeros(n_states, np.uint8),  # 1 viable, 2 not
+                             np.full(n_states, -1, np.int8))
+
+
+@walk_njit
+def _start_walk_apply(L, exp, first_ok, st_ptr, st_state, in_tok, in_first, g_state, g_first, g_on, d_ptr, d_state,
+                      div_node, div_next, div_first, out, dyn_node, dyn_state, scan, ok,
+                      ends):  # pragma: no cover - compiled
     trans, lex_start, acc_bits, acc_ptr, acc_list, reach_bits, lazy_bits, ign, rank, mode, has_lazy = L
-    n_states = trans.shape[0]
-    scan = np.zeros(exp.shape[0], np.uint64)
-    ok = np.zeros(n_states, np.uint8)  # 1 viable, 2 not
-    ends = np.full(n_states, -1, np.int8)
     for k in range(st_state.shape[0]):
         if not _viable(reach_bits, st_state[k], exp, ign):
             continue
