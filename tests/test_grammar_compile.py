@@ -122,6 +122,70 @@ def test_grammar_subgrammar_gbnf_in_gbnf_and_lark(byte_tok) -> None:
         "answer": lg.Grammar.from_regex("[0-9]+")}).cache_key
 
 
+JSON_SUB_SCHEMA = {
+    "type": "object",
+    "properties": {"id": {"type": "integer", "minimum": 1}, "tags": {"type": "array", "items": {"enum": ["a", "bc"]},
+                                                                      "maxItems": 2},
+                   "name": {"type": "string", "maxLength": 3}},
+    "required": ["id"],
+    "additionalProperties": False,
+}
+JSON_SUB_DOCS = ['{"id":1}', '{"id":12,"tags":["bc","a"]}', '{"id":3,"name":"abc"}', '{"id":0}', '{"id":1,"x":2}',
+                 '{"tags":["a"]}', '{"id":2,"tags":["a","a","a"]}', '{"id":2,"name":"abcd"}', '{"id":2,"tags":["b"]}',
+                 '{"id":-1}', '{"id":1.5}', '{"id":1}x']
+
+
+@pytest.mark.parametrize("host", ["lark", "gbnf"])
+def test_json_schema_subgrammar(host, byte_tok) -> None:
+    """A JSON Schema as a sub-rule: the host's text around a document is accepted exactly when
+    ``jsonschema`` accepts the document, and every mask on the way equals a brute-force check of
+    each token (bytes, plus tokens that cross the document's start and end)."""
+    import json
+
+    import jsonschema
+
+    from tests.grammar_oracles import brute_force_allowed
+
+    sub = lg.Grammar.from_json_schema(JSON_SUB_SCHEMA)
+    if host == "lark":
+        g = lg.Grammar.from_lark('start: "Answer: " DOC "\\n"\n%declare DOC\n', subgrammars={"DOC": sub})
+    else:
+        g = lg.Grammar.from_gbnf('root ::= "Answer: " doc "\\n"\n', subgrammars={"doc": sub})
+    assert "sub-grammar" in " ".join(g.ir.notes)
+    pieces = [bytes([i]) for i in range(256)] + [b" {", b'":', b'}\n', b"1,", b'"a', b'["', b'c"]', b"12"]
+    tok = lg.Tokenizer.from_bytes(pieces + [b""], eos_token_id=len(pieces), special_ids=[len(pieces)])
+    c = lg.compile(g, tok, cache=False)
+    ids_of = {p: i for i, p in enumerate(pieces)}
+    for doc in JSON_SUB_DOCS:
+        try:
+            ok = jsonschema.Draft202012Validator(JSON_SUB_SCHEMA).is_valid(json.loads(doc))
+        except json.JSONDecodeError:
+            ok = False
+        assert accepts(c, f"Answer: {doc}\n") == ok, doc
+        if not ok:
+            continue
+        m = lg.Matcher(c)
+        text = f"Answer: {doc}\n".encode()
+        k = 0
+        while k < len(text):
+            allowed = set(m.allowed_token_ids().tolist())
+            assert allowed == brute_force_allowed(m, tok), (doc, text[:k])
+            two = ids_of.get(text[k:k + 2])
+            t = two if two is not None and k % 2 else text[k]  # some steps by a two-byte token
+            assert m.accept_token(t)
+            k += len(pieces[t])
+        assert m.is_accepting()
+
+
+def test_lenient_json_schema_subgrammar_lists_what_it_relaxed(byte_tok) -> None:
+    sub = lg.Grammar.from_json_schema({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+                                      strict=False)
+    assert sub.relaxed
+    g = lg.Grammar.from_gbnf('root ::= "x=" v\n', subgrammars={"v": sub})
+    assert any("relaxed" in n and "uniqueItems" in n for n in g.ir.notes)
+    assert accepts(lg.compile(g, byte_tok), "x=[1,2]")
+
+
 def test_lark_subgrammar_needs_an_uppercase_declared_name() -> None:
     with pytest.raises(lg.GrammarError, match="UPPERCASE"):
         lg.Grammar.from_lark('start: "x" json\n', subgrammars={"json": lg.Grammar.from_regex("a")})

@@ -6,9 +6,11 @@
 * a custom recognizer (``Grammar.from_recognizer``) becomes a terminal too: its byte automaton is
   explored at compile time (``recognizers.explore_automaton``), so it must be finite-state, within
   ``Limits.max_dfa_states`` states (a ``GrammarLimitError`` names the sub-grammar otherwise);
-* a Lark, GBNF or yacc grammar is copied in: its rules and terminals are renamed ``NAME::x`` and
-  ``NAME`` becomes a rule deriving its start rule. A GBNF sub-grammar is first turned into
-  lexemes where that is safe (:mod:`logitgate.grammar.lexemes`).
+* a Lark, GBNF or yacc grammar, or a JSON Schema (``Grammar.from_json_schema``, with its
+  whitespace and property-order options), is copied in: its rules and terminals are renamed
+  ``NAME::x`` and ``NAME`` becomes a rule deriving its start rule. A GBNF sub-grammar is first
+  turned into lexemes where that is safe (:mod:`logitgate.grammar.lexemes`); what a lenient
+  schema relaxed is listed in the host's notes.
 
 The lexer is shared, so a sub-grammar's ignored terminals (``%ignore``, ``SKIP``) would apply to
 the whole grammar: embedding one whose ignored terminals differ from the host's is refused.
@@ -76,7 +78,7 @@ def embed(ir: GrammarIR, subs: Mapping[str, "Grammar"]) -> GrammarIR:
             terminals[name] = TerminalDef(name, None, automaton=_explore(sub, name))
             notes.append(f"sub-grammar {name!r}: a custom recognizer, its automaton explored at compile time")
             continue
-        if sub.kind not in ("lark", "gbnf", "yacc"):
+        if sub.kind not in ("lark", "gbnf", "yacc", "json_schema"):
             raise GrammarError(f"a {sub.kind} constraint cannot be embedded in a grammar yet", rule=name)
         inner = sub.ir
         if inner.lex_mode == "chars" and ir.lex_mode != "chars":
@@ -98,4 +100,5 @@ def embed(ir: GrammarIR, subs: Mapping[str, "Grammar"]) -> GrammarIR:
             terminals[names[n]] = replace(t, name=names[n])
         rules[name] = RuleDef(name, Ref(names[inner.start]), None)
         notes.append(f"sub-grammar {name!r}: {sub.kind}")
+        notes.extend(f"sub-grammar {name!r}: relaxed at {ptr or '/'}: {what}" for ptr, what in sub.relaxed)
     return replace(ir, rules=rules, terminals=terminals, notes=notes)
