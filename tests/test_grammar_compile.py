@@ -395,6 +395,7 @@ def test_one_lexeme_grammars_compile_as_their_dfa_with_the_parsers_masks(fmt, sr
     grammar = getattr(lg.Grammar, "from_" + fmt)(src)
     fast = lg.compile(grammar, tok_spm, cache=False)
     assert type(fast) is lg.CompiledGrammar and not isinstance(fast, CompiledCFG)
+    assert f"CompiledGrammar({fmt} compiled as one DFA, states=" in repr(fast)
     exact = _char_level(grammar, tok_spm) if fmt == "gbnf" else CompiledCFG(grammar, tok_spm, lower(grammar.ir))
     rng = random.Random(7)
     bm = lg.allocate_token_bitmask(2, tok_spm.vocab_size)

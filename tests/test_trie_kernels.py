@@ -29,13 +29,40 @@ def _small_tokenizer(rng: random.Random) -> logitgate.Tokenizer:
     return logitgate.Tokenizer.from_bytes(toks, eos_token_id=0, special_ids=[0])
 
 
-def _fill(compiled: logitgate.CompiledGrammar, states: list[int], budget: int) -> tuple[int, np.ndarray]:
+def _fill(compiled: logitgate.CompiledGrammar, states: list[int], budget: int, wide: bool = True
+          ) -> tuple[int, np.ndarray]:
     trie = compiled.trie
     rows = np.asarray(states, np.int32) * np.int32(compiled._n_classes)
     out = np.full((len(states), compiled.mask_words + 1), 0xDEADBEEF, np.uint32)  # garbage: rows are zeroed
+    fanout = trie.root_fanout if wide else np.zeros(256, np.int32)
+    fanout.setflags(write=False)
     done = trie_kernels.fill_masks_dfa(compiled._table, compiled._byte_class, rows, trie.root_child, trie.nodes,
-                                       trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, out, budget)
+                                       trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, out, budget,
+                                       fanout, trie.root_grand, compiled._live, compiled._n_classes)
     return done, out
+
+
+def test_wide_nodes_are_indexed_and_masks_equal_the_plain_walk(tok_spm, tok_tekken) -> None:
+    """Wide first bytes (" " has over a hundred second bytes) are entered through their child
+    index when the state lets few bytes on; every state's mask equals the walk that scans every
+    child, and the index holds exactly the children."""
+    for tok in (tok_spm, tok_tekken):
+        trie = tok.trie
+        assert (trie.root_fanout[trie.root_fanout > 0] >= logitgate.vocab.trie.WIDE_CHILDREN).all()
+        b = ord(" ")
+        kids = np.flatnonzero(trie.root_grand[b * 256:(b + 1) * 256] >= 0)
+        assert trie.root_fanout[b] == kids.size > 64
+        j = trie.root_child[b]
+        assert all(trie.nodes[trie.root_grand[b * 256 + c]] & 0xFF == c for c in kids)
+        assert all(trie.node_depth[trie.root_grand[b * 256 + c]] == 2 and j < trie.root_grand[b * 256 + c]
+                   < trie.subtree_end[j] for c in kids)
+        for pattern in [r"\+?\d{1,4}?[-.\s]?\(?\d{1,3}?\)?[-.\s]?\d{1,4}", r"( [a-z]+|\.[0-9]|-[A-Z]+)*", r"[ -~]{0,6}x"]:
+            c = logitgate.compile(logitgate.Grammar.from_regex(pattern), tok, cache=False)
+            states = list(range(c.n_states))
+            done, fast = _fill(c, states, 10**9)
+            _, plain = _fill(c, states, 10**9, wide=False)
+            assert done == len(states) and np.array_equal(fast, plain), pattern
+            assert (c._live == ((c.dfa.transitions >= 0).sum(axis=1))).all()
 
 
 @settings(max_examples=40, deadline=None)

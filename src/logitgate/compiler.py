@@ -109,9 +109,9 @@ class CompiledGrammar:
         if n_states * self._n_classes >= 2**31:  # row offsets are int32
             raise CompileError(f"the {grammar.kind}'s DFA is too large ({n_states} states)")
         # the walk's form of the DFA: a flat class table of row offsets (see class_table)
-        table, byte_class, self._accepting = trie_kernels.walk_tables(dfa.class_transitions, dfa.byte_classes,
-                                                                      dfa.accepting)
-        self._table, self._byte_class = _readonly(table), _readonly(byte_class)
+        table, byte_class, self._accepting, self._live = trie_kernels.walk_tables(
+            dfa.class_transitions, dfa.byte_classes, dfa.accepting)
+        self._table, self._byte_class, self._live = _readonly(table), _readonly(byte_class), _readonly(self._live)
         self.mask_words, self.eos_mask, self._eos_words = _mask_layout(tokenizer)
         self._masks: dict[int, np.ndarray] = {}
         # memoised masks are capped by Limits.mask_cache_bytes (oldest dropped first)
@@ -204,7 +204,7 @@ class CompiledGrammar:
         rows, out = trie_kernels.first_batch_masks(
             self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes), limit,
             trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, budget,
-            self._accepting, self._eos_words)  # EOS bits set by the kernel
+            self._accepting, self._eos_words, trie.root_fanout, trie.root_grand, self._live)  # EOS bits set by the kernel
         return rows, _readonly(out[:, :self.mask_words].view(np.int32))
 
     def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
@@ -215,7 +215,8 @@ class CompiledGrammar:
         out = np.empty((len(rows), self.mask_words + 1), dtype=np.uint32)  # + the walk's spare word
         done = trie_kernels.fill_masks_dfa(
             self._table, self._byte_class, rows, trie.root_child, trie.nodes, trie.subtree_end,
-            trie.dup_first, trie.dup_other, trie.max_depth, out, budget,
+            trie.dup_first, trie.dup_other, trie.max_depth, out, budget, trie.root_fanout, trie.root_grand, self._live,
+            self._n_classes,
         )
         masks = out[:done, :self.mask_words].view(np.int32)
         accepting = self._accepting[rows[:done] // self._n_classes]
@@ -263,7 +264,8 @@ class CompiledGrammar:
         return masks + self._batch.nbytes + self._table.nbytes
 
     def __repr__(self) -> str:
-        return (f"CompiledGrammar({self.grammar.kind}={self.grammar.source!r}, states={self.n_states}, "
+        what = f"={self.grammar.source!r}" if self.grammar.kind == "regex" else " compiled as one DFA"
+        return (f"CompiledGrammar({self.grammar.kind}{what}, states={self.n_states}, "
                 f"tokenizer={self.tokenizer.name or self.tokenizer.fingerprint[:12]!r})")
 
 

@@ -949,9 +949,11 @@ class WasmController(Controller):
         self._charge(caller, trie.n_tokens)
         buf = np.empty((1, self._mask_words + 1), dtype=np.uint32)  # + the walk's spare word
         rows = np.array([state * 256], np.int32)
+        live = (table >= 0).sum(axis=1, dtype=np.int32)
+        live.setflags(write=False)
         trie_kernels.fill_masks_dfa(trie_kernels.class_table(table), _IDENTITY_CLASSES, rows, trie.root_child,
                                     trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth,
-                                    buf, 0)
+                                    buf, 0, trie.root_fanout, trie.root_grand, live, 256)
         words = buf[0, :-1]
         if accept[state]:
             for t in tok.eos_token_ids:

@@ -136,18 +136,38 @@ def _row_offsets(table):  # pragma: no cover - compiled
 _u32_2d = types.Array(types.uint32, 2, "C")
 
 
+@njit(cache=True, nogil=True)
+def live_bytes(class_transitions, byte_class):  # pragma: no cover - compiled
+    """For each state of a class table, how many of the 256 bytes do not lead to the dead state."""
+    n_states, n_classes = class_transitions.shape
+    size = np.zeros(n_classes, np.int32)
+    for b in range(256):
+        size[byte_class[b]] += 1
+    live = np.zeros(n_states, np.int32)
+    for s in range(n_states):
+        n = 0
+        for c in range(n_classes):
+            if class_transitions[s, c] >= 0:
+                n += size[c]
+        live[s] = n
+    return live
+
+
 @njit((_i32_2d_ro, _u8_1d_ro, types.Array(types.boolean, 2, "C", readonly=True)), cache=True, nogil=True)
 def walk_tables(class_transitions, byte_classes, accepting):  # pragma: no cover - compiled
     """What a compiled regex walks, from its DFA's arrays in one call (a compile runs on cold
     caches, where each numpy operation costs microseconds): the flat row-offset table of
-    :func:`class_table` (the caller checks its size), the byte classes as int32 and whether each
-    state accepts (pattern 0)."""
+    :func:`class_table` (the caller checks its size), the byte classes as int32, whether each
+    state accepts (pattern 0) and how many bytes lead on from each state (see
+    :func:`_fill_masks_dfa`)."""
     table = _row_offsets(class_transitions)
     byte_class = byte_classes.astype(np.int32)
-    acc = np.empty(accepting.shape[0], np.bool_)
-    for s in range(accepting.shape[0]):
+    n_states, n_classes = class_transitions.shape
+    acc = np.empty(n_states, np.bool_)
+    for s in range(n_states):
         acc[s] = accepting[s, 0]
-    return table, byte_class, acc
+    return table, byte_class, acc, live_bytes(class_transitions, byte_class)
+
 
 
 @njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
@@ -191,7 +211,7 @@ def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no co
 
 @njit(cache=True, nogil=True)
 def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
-                    budget):  # pragma: no cover - compiled
+                    budget, root_fanout, root_grand, live, n_classes):  # pragma: no cover - compiled
     """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
     ...`` while at most ``budget`` trie nodes have been visited in all (a row's fixed work counts
     as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is
@@ -205,7 +225,14 @@ def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup
     uint32 words (bit t = token t) plus one spare word at the end, where nodes that end no token
     set a bit, so the loop has no branch per token (the caller ignores that word). Tokens sharing
     their bytes with an earlier id (``dup_other[j]`` duplicates ``dup_first[j]``) are copied
-    over at the end."""
+    over at the end.
+
+    A wide root child (``root_fanout[b]`` children, 0 when few; ``root_grand[b * 256 + c]`` its
+    child on byte ``c``) whose state lets at most half as many bytes on (``live[state]``, states
+    numbered ``row // n_classes``) is entered through that index: only the children on live bytes
+    are read, not all of them (``" "`` has 124 children in a 131k vocabulary, scattered over a
+    million-node array, and a phone-number state lets ten digits on). ``root_fanout`` all zero
+    walks every subtree the plain way."""
     spare = (out.shape[1] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
     stack = np.empty(max_depth + 1, np.int32)
     visited = 0
@@ -225,32 +252,63 @@ def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup
             s = table[row + byte_class[b]]
             if s < 0:
                 continue
-            i = j
-            end = subtree_end[j]
-            while i < end:
-                visited += 1
-                if visited > budget and k > 0:
-                    return k  # row k is left unfinished
-                r = nodes[i]
-                d = (r >> 8) & 0xFFFF
-                s = table[stack[d - 1] + byte_class[r & 0xFF]]
-                if s < 0:
-                    i = subtree_end[i]
-                    continue
-                stack[d] = s
+            fan = root_fanout[b]
+            if fan > 0 and live[s // n_classes] * 2 <= fan:
+                # the root child itself, then its subtrees on live bytes only
+                stack[1] = s
+                r = nodes[j]
                 t = (r >> 24) - 1
                 t += (t >> 63) & spare
                 mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                i += 1
+                visited += 16  # the byte scan
+                lo = b * 256
+                for c in range(256):
+                    ch = root_grand[lo + c]
+                    if ch < 0 or table[s + byte_class[c]] < 0:
+                        continue
+                    visited = _walk_subtree(table, byte_class, nodes, subtree_end, ch, stack, mask, spare, visited,
+                                            budget, k > 0)
+                    if visited < 0:
+                        return k  # row k is left unfinished
+                continue
+            visited = _walk_subtree(table, byte_class, nodes, subtree_end, j, stack, mask, spare, visited, budget,
+                                    k > 0)
+            if visited < 0:
+                return k  # row k is left unfinished
         copy_dups(mask, dup_first, dup_other)
     return rows.shape[0]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _walk_subtree(table, byte_class, nodes, subtree_end, j, stack, mask, spare, visited, budget,
+                  stoppable):  # pragma: no cover - compiled
+    """:func:`_fill_masks_dfa`'s walk of the subtree of node ``j`` (its parent's state on
+    ``stack``): the visits so far, or -1 once they pass ``budget`` (when ``stoppable``)."""
+    i = j
+    end = subtree_end[j]
+    while i < end:
+        visited += 1
+        if visited > budget and stoppable:
+            return -1
+        r = nodes[i]
+        d = (r >> 8) & 0xFFFF
+        s = table[stack[d - 1] + byte_class[r & 0xFF]]
+        if s < 0:
+            i = subtree_end[i]
+            continue
+        stack[d] = s
+        t = (r >> 24) - 1
+        t += (t >> 63) & spare
+        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        i += 1
+    return visited
+
+
 @njit((_i32_1d_ro, _i32_1d_ro, types.int64, types.int32, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
-       _i32_1d_ro, types.int64, types.int64, types.Array(types.boolean, 1, "C"), _u32_1d_ro),
-      cache=True, nogil=True)  # loaded at import
+       _i32_1d_ro, types.int64, types.int64, types.Array(types.boolean, 1, "C"), _u32_1d_ro, _i32_1d_ro, _i32_1d_ro,
+       _i32_1d_ro), cache=True, nogil=True)  # loaded at import
 def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, nodes, subtree_end, dup_first, dup_other,
-                      max_depth, budget, accepting, eos):  # pragma: no cover - compiled
+                      max_depth, budget, accepting, eos, root_fanout, root_grand, live):  # pragma: no cover - compiled
     """:func:`ascii_bfs_rows` then :func:`_fill_masks_dfa` in one call (a regex's first mask
     request, on the cold caches of a fresh compile, where each call costs microseconds): the
     masks of the state at row ``first`` and of the states an ASCII text meets next, within
@@ -261,7 +319,7 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
     words = eos.shape[0]
     out = np.empty((rows.shape[0], words + 1), np.uint32)
     done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-                           out, budget)
+                           out, budget, root_fanout, root_grand, live, n_classes)
     for k in range(done):
         if accepting[rows[k] // n_classes]:
             for w in range(words):
@@ -272,15 +330,15 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
 
 @njit(
     types.int64(_i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro,
-                types.int64, _u32_2d, types.int64),
+                types.int64, _u32_2d, types.int64, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64),
     cache=True,
     nogil=True,
 )
 def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
-                   budget):  # pragma: no cover - compiled
+                   budget, root_fanout, root_grand, live, n_classes):  # pragma: no cover - compiled
     """See :func:`_fill_masks_dfa`."""
     return _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-                           out, budget)
+                           out, budget, root_fanout, root_grand, live, n_classes)
 
 
 @njit(types.int32(_i32_1d_ro, _i32_1d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
