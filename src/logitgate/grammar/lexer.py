@@ -55,7 +55,9 @@ class LexerTables:
     comp_off: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[0])
     comp_term: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
     comp_part: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
-    # the terminals' minimal DFA (before the fresh start state), when every terminal is a regex
+    # a lexer of one regex terminal: that terminal's minimal DFA (before the fresh start state), so
+    # a grammar whose text is one lexeme can compile as the DFA (kept for no other lexer: it holds
+    # a second copy of the table)
     dfa: ByteDFA | None = None
 
     @property
@@ -215,6 +217,6 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         rank=_ro(rank),
         mode=1 if cfg.lex_mode == "global" else 0,
         has_lazy=any(t.lazy for t in terms),
-        dfa=dfa if len(regex_terms) == n_t else None,
+        dfa=dfa if n_t == 1 and len(regex_terms) == 1 else None,
         **comp,
     )
