@@ -1497,11 +1497,12 @@ def test_walk_kernels_run_without_reference_counting() -> None:
     from logitgate import kernels
     from logitgate.kernels import body_kernels as bk
     from logitgate.kernels import earley_kernels as ek
+    from logitgate.kernels import trie_kernels as tk
 
     assert kernels.NO_REFCOUNT  # this numba has the option
     for fn in (ek.group_walk, ek._lexer_walk, ek._advance_bytes, ek.push_row, ek._add_item, ek.eos_allowed,
                ek._next_bytes, ek._lexeme_signature, ek._start_walk_apply, bk._body_entry, bk._plain_chain,
-               bk.body_steps):
+               bk.body_steps, tk._fill_masks_dfa):
         assert fn.targetoptions.get("_nrt") is False, fn.py_func.__name__
 
     @kernels.walk_njit

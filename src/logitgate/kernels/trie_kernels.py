@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit, types
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import walk_njit
 
 _i32_1d = types.Array(types.int32, 1, "C")
 _i32_1d_ro = types.Array(types.int32, 1, "C", readonly=True)
@@ -162,12 +163,11 @@ def walk_tables(class_transitions, byte_classes, accepting):  # pragma: no cover
     :func:`_fill_masks_dfa`)."""
     table = _row_offsets(class_transitions)
     byte_class = byte_classes.astype(np.int32)
-    n_states, n_classes = class_transitions.shape
+    n_states = class_transitions.shape[0]
     acc = np.empty(n_states, np.bool_)
     for s in range(n_states):
         acc[s] = accepting[s, 0]
     return table, byte_class, acc, live_bytes(class_transitions, byte_class)
-
 
 
 @njit(types.void(_u32_1d, _i32_1d_ro, _i32_1d_ro), cache=True, nogil=True)
@@ -209,14 +209,16 @@ def ascii_bfs_rows(table, byte_class, n_classes, first, limit):  # pragma: no co
     return out[:count]
 
 
-@njit(cache=True, nogil=True)
-def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
+@walk_njit
+def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, stack, out,
                     budget, root_fanout, root_grand, live, n_classes):  # pragma: no cover - compiled
     """Fill ``out[k]`` with the mask of the DFA state at row offset ``rows[k]``, for ``k = 0, 1,
     ...`` while at most ``budget`` trie nodes have been visited in all (a row's fixed work counts
     as ``16 + words / 4`` visits, mostly for the first touch of fresh memory; the first state is
     always done, a later one that would pass the budget is left unfinished); returns how many rows
-    were filled. ``out`` may be uninitialised: a row is zeroed before its walk.
+    were filled. ``out`` may be uninitialised: a row is zeroed before its walk. ``stack`` is
+    scratch for the DFA state per depth (the trie's depth + 1 entries; the kernel allocates nothing,
+    so it runs without numba's reference counting, see ``kernels.walk_njit``).
 
     A token is set when its bytes lead the DFA to a live state. ``table[row + byte_class[b]]`` is
     the next state's row offset, -1 when dead (see :func:`class_table`); a dead byte prunes the
@@ -234,7 +236,6 @@ def _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup
     million-node array, and a phone-number state lets ten digits on). ``root_fanout`` all zero
     walks every subtree the plain way."""
     spare = (out.shape[1] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
-    stack = np.empty(max_depth + 1, np.int32)
     visited = 0
     per_row = 16 + (out.shape[1] >> 2)  # a row's first touch (page faults), zeroing and root check, in visits
     for k in range(rows.shape[0]):
@@ -318,8 +319,8 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
     rows = ascii_bfs_rows(table, byte_class, n_classes, first, limit)
     words = eos.shape[0]
     out = np.empty((rows.shape[0], words + 1), np.uint32)
-    done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-                           out, budget, root_fanout, root_grand, live, n_classes)
+    done = _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other,
+                           np.empty(max_depth + 1, np.int32), out, budget, root_fanout, root_grand, live, n_classes)
     for k in range(done):
         if accepting[rows[k] // n_classes]:
             for w in range(words):
@@ -337,8 +338,8 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
 def fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth, out,
                    budget, root_fanout, root_grand, live, n_classes):  # pragma: no cover - compiled
     """See :func:`_fill_masks_dfa`."""
-    return _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-                           out, budget, root_fanout, root_grand, live, n_classes)
+    return _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other,
+                           np.empty(max_depth + 1, np.int32), out, budget, root_fanout, root_grand, live, n_classes)
 
 
 @njit(types.int32(_i32_1d_ro, _i32_1d_ro, types.int32, _u8_1d_ro, types.int64, types.int64), cache=True, nogil=True)
