@@ -32,11 +32,14 @@ from .automata import ByteDFA, regex_dfa
 from .errors import CompileError, LimitError, RecognizerError, RegexError, RegexLimitError
 from .grammar import Grammar
 from .limits import compile_deadline, get_limits
-from .kernels import recognizer_kernels, trie_kernels
+from .kernels import DirectCalls, recognizer_kernels, trie_kernels
 from .vocab import Tokenizer
 
 if TYPE_CHECKING:
     from .grammar.cfg import CFG
+
+# the regex kernels of a step, without numba's per-call type dispatch (see kernels.DirectCalls)
+_TK = DirectCalls(trie_kernels, ("dfa_walk", "first_batch_masks", "state_mask"))
 
 __all__ = ["CompiledGrammar", "CompiledCFG", "CompiledRecognizer", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
 
@@ -124,6 +127,7 @@ class CompiledGrammar:
         # the first mask request's batch (see token_mask): masks [k, mask_words], state -> row
         self._batch = _NO_BATCH
         self._batch_row: dict[int, int] = {}
+        self._walk_args: tuple | None = None  # the trie's arrays for _state_mask, gathered on first use
 
     # -- states -------------------------------------------------------------------------------
     @property
@@ -142,7 +146,7 @@ class CompiledGrammar:
         if token_id >= self.trie.n_tokens or self.trie.token_node[token_id] < 0:
             return -1
         start, end = self.trie.token_span(token_id)
-        row = trie_kernels.dfa_walk(self._table, self._byte_class, state * self._n_classes, self.trie.token_flat,
+        row = _TK.dfa_walk(self._table, self._byte_class, state * self._n_classes, self.trie.token_flat,
                                     start, end)
         return -1 if row < 0 else int(row) // self._n_classes
 
@@ -151,7 +155,7 @@ class CompiledGrammar:
         if not data:
             return state
         flat = _readonly(np.frombuffer(data, dtype=np.uint8).copy())
-        row = trie_kernels.dfa_walk(self._table, self._byte_class, state * self._n_classes, flat, 0, len(data))
+        row = _TK.dfa_walk(self._table, self._byte_class, state * self._n_classes, flat, 0, len(data))
         return -1 if row < 0 else int(row) // self._n_classes
 
     def is_accepting(self, state: int) -> bool:
@@ -180,7 +184,7 @@ class CompiledGrammar:
             if k is not None:
                 mask = self._batch[k]
             elif self._batch_row:  # a later state alone (batches of the next ones measured no better)
-                mask = self._batch_masks(state, 1, 0)[1][0]
+                mask = self._state_mask(state)
             else:  # the first request: one kernel call for the state and those an ASCII text meets next
                 rows, batch = self._batch_masks(state, max(1, min(FIRST_BATCH_STATES, self._max_masks // 2)),
                                                 FIRST_BATCH_VISITS)
@@ -201,11 +205,26 @@ class CompiledGrammar:
         """``(rows, masks)``: the masks of ``state`` and of up to ``limit - 1`` states an ASCII text
         meets next (breadth-first), as far as ``budget`` trie visits allow, in one kernel call."""
         trie = self.trie
-        rows, out = trie_kernels.first_batch_masks(
+        rows, out = _TK.first_batch_masks(
             self._table, self._byte_class, self._n_classes, np.int32(state * self._n_classes), limit,
             trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other, trie.max_depth, budget,
             self._accepting, self._eos_words, trie.root_fanout, trie.root_grand, self._live)  # EOS bits set by the kernel
         return rows, _readonly(out[:, :self.mask_words].view(np.int32))
+
+    def _state_mask(self, state: int) -> np.ndarray:
+        """The read-only mask of ``state`` alone (a request after the first): one kernel call on
+        arguments gathered once, as each later miss of a walk costs a few microseconds in all."""
+        args = self._walk_args
+        if args is None:
+            trie = self.trie
+            args = self._walk_args = (trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
+                                      trie.max_depth, trie.root_fanout, trie.root_grand, self._live)
+        out = np.empty(self.mask_words + 1, np.int32)  # + the walk's spare word
+        _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
+                                self._accepting[state], self._eos_words, out)
+        mask = out[:-1]
+        mask.flags.writeable = False
+        return mask
 
     def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
         """The masks (read-only int32 ``[k, mask_words]``) of the states at row offsets

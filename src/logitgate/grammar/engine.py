@@ -20,12 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels import DirectCalls
 from ..kernels import body_kernels as bk
 from ..kernels import earley_kernels as ek
 from ..kernels import trie_kernels
 from ..limits import check_deadline, get_limits
 from .cfg import CFG
 from .lexer import LexerTables, build_lexer
+
+# the kernels a step calls, without numba's per-call type dispatch (see kernels.DirectCalls)
+_EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
+                       "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
+                       "start_walk_class", "start_walk_index", "viable_bytes"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -71,7 +78,7 @@ class _StartWalk:
         in_tok, in_state, bnd_node, bnd_state, div_node, div_state, div_next = (np.empty(n, np.int32)
                                                                                 for _ in range(7))
         in_first, bnd_first, div_first = (np.empty(n, np.uint8) for _ in range(3))
-        n_in, n_bnd, n_div = ek.start_walk_index(trie.nodes, trie.subtree_end, trie.max_depth, engine.L, kind, stop,
+        n_in, n_bnd, n_div = _EK.start_walk_index(trie.nodes, trie.subtree_end, trie.max_depth, engine.L, kind, stop,
                                                  follow, in_tok, in_state, in_first, bnd_node, bnd_state, bnd_first,
                                                  div_node, div_state, div_next, div_first)
         n_states = engine.lexer.n_states
@@ -83,7 +90,7 @@ class _StartWalk:
         # state, stably: the walk met them in trie order, so by first byte within a state)
         order = ek.group_by_key(bnd_state[:n_bnd], n_states)[0]
         key = bnd_state[:n_bnd][order] * 256 + bnd_first[:n_bnd][order]
-        self.groups = ek.merge_groups(trie.nodes, trie.subtree_end, bnd_node[:n_bnd][order], key, MERGE_LIMIT)
+        self.groups = _EK.merge_groups(trie.nodes, trie.subtree_end, bnd_node[:n_bnd][order], key, MERGE_LIMIT)
         self.g_state = self.groups[1] >> 8
         self.g_first = (self.groups[1] & 255).astype(np.uint8)
         # where a lexeme may stop early, by the state before
@@ -321,7 +328,7 @@ class CFGEngine:
 
     def new_state(self) -> "ParseState":
         st = ParseState(self, _Chart(self.tables.n_words), self.lexer.start)
-        self._retry(lambda: ek.push_row(self.G, st.chart.args(), np.zeros(self.tables.n_words, np.uint64), True),
+        self._retry(lambda: _EK.push_row(self.G, st.chart.args(), np.zeros(self.tables.n_words, np.uint64), True),
                     st.chart)
         if self.cfg.prefix:
             pre = np.frombuffer(self.cfg.prefix.encode("utf-8"), dtype=np.uint8)
@@ -393,7 +400,7 @@ class CFGEngine:
         if memo is None:  # sized for the vocabulary's trie: the others (string_body.rest) are subsets of it
             memo = self._tls.memo = ek.new_memo(self.tables.n_words, self.trie.max_depth, self.lexer.n_states)
         while True:
-            r = int(ek.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
+            r = int(_EK.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
                                   memo, out))
             ch.meta[0] = rows
             if r == ek.OK:
@@ -407,7 +414,7 @@ class CFGEngine:
         ch = st.chart
         rows = ch.n_rows
         while True:
-            r = int(ek.end_and_push(self.L, self.G, ch.args(), st.lex))
+            r = int(_EK.end_and_push(self.L, self.G, ch.args(), st.lex))
             if r >= 0:
                 break
             ch.meta[0] = rows
@@ -439,7 +446,7 @@ class CFGEngine:
                     # reused: merging its big groups too now pays for itself
                     # the same kernel as a first walk (its boundaries are all deep, so no first
                     # byte is set), with no size limit
-                    groups = ek.split_boundaries(hit[4].nodes, hit[4].subtree_end, hit[5][0], hit[5][1], 1 << 30,
+                    groups = _EK.split_boundaries(hit[4].nodes, hit[4].subtree_end, hit[5][0], hit[5][1], 1 << 30,
                                                  np.zeros(256, np.uint8))[0]
                     hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6])
                     with self._lock:
@@ -457,7 +464,7 @@ class CFGEngine:
                 self._partial[key] = hit
                 self._partial_bytes += _entry_bytes(hit)
             return hit
-        few = inner and int(ek.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
+        few = inner and int(_EK.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
         body = self._body_walk(lex, exp) if first is None and inner and not few else None
         chained = None
         if few:  # a key's next letters, say: walking the trie costs less than any table or cache
@@ -475,7 +482,7 @@ class CFGEngine:
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
         first_bytes = np.zeros(256, np.uint8)
         if bnd_node.shape[0]:
-            groups, dn, ds = ek.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
+            groups, dn, ds = _EK.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
                                                  first_bytes)
             pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
         else:  # no token leaves the lexeme (a key's middle letters): nothing for the boundary walk
@@ -527,7 +534,7 @@ class CFGEngine:
         lazy_on = lx.lazy_bits & (exp | lx.ignore_bits) if lx.has_lazy else np.zeros_like(exp)
         cls = np.zeros(mixed.shape[0] + fork.shape[0], np.uint8)
         if cls.shape[0]:
-            ek.start_walk_class(self.L, exp, mixed, fork, cls)
+            _EK.start_walk_class(self.L, exp, mixed, fork, cls)
         key = lazy_on.tobytes() + cls.tobytes()
         rec = self._start_walks.get(key)
         if rec is not None:
@@ -554,14 +561,14 @@ class CFGEngine:
         g_on = np.empty_like(rec.g_state)
         dyn_node = np.empty(rec.div_node.shape[0], np.int32)
         dyn_state = np.empty(rec.div_node.shape[0], np.int32)
-        nd = int(ek.start_walk_apply(self.L, exp, first_ok, rec.st_ptr, rec.st_state, rec.in_tok, rec.in_first,
+        nd = int(_EK.start_walk_apply(self.L, exp, first_ok, rec.st_ptr, rec.st_state, rec.in_tok, rec.in_first,
                                      rec.g_state, rec.g_first, g_on, rec.d_ptr, rec.d_state, rec.div_node,
                                      rec.div_next, rec.div_first, inside, dyn_node, dyn_state))
         groups = (rec.groups[0], g_on) + tuple(rec.groups[2:])
         chained = None
         if nd:
             dn, ds = dyn_node[:nd].copy(), dyn_state[:nd].copy()
-            dyn = ek.split_boundaries(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT, np.zeros(256, np.uint8))[0]
+            dyn = _EK.split_boundaries(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT, np.zeros(256, np.uint8))[0]
             chained = (inside, dyn, None, dn, trie, None, None)
         return inside, groups, None, np.zeros(0, np.int32), trie, None, chained
 
@@ -572,7 +579,7 @@ class CFGEngine:
         inside = np.zeros(self.mask_words, dtype=np.uint32)
         bnd_node = np.empty(trie.n_nodes, np.int32)
         bnd_state = np.empty(trie.n_nodes, np.int32)
-        nb = int(ek.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
+        nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
                                bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
 
@@ -596,7 +603,7 @@ class CFGEngine:
                 if self._runs is None:
                     self._runs = ek.new_row_runs(self.lexer.n_states)
                 while True:
-                    h1, h2, n = ek.lexeme_signature(self.L, self._runs, lex, exp, first_ok, trie.max_depth, order)
+                    h1, h2, n = _EK.lexeme_signature(self.L, self._runs, lex, exp, first_ok, trie.max_depth, order)
                     if n != -2:
                         break
                     self._runs = ek.grow_row_runs(self._runs)
@@ -691,7 +698,7 @@ class CFGEngine:
         states = np.empty(cap, np.int64)
         mids = np.empty(16 * cap + 256, np.int64)
         off = np.zeros(cap + 1, np.int64)
-        n = bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), cap, states, mids, off)
+        n = _BK.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), cap, states, mids, off)
         if n < 0:
             return None
         end = "ends" if n < cap else "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
@@ -707,7 +714,7 @@ class CFGEngine:
         R = self._restriction(exp)
         elsewhere = np.zeros(256, np.uint8)
         first_mids = np.empty(256, np.int64)
-        succ, n_first = bk.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), elsewhere, first_mids)
+        succ, n_first = _BK.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), elsewhere, first_mids)
         if succ < 0:
             return None  # a lexeme ends here, or most plain characters do: the full walk is short
         chain = self._plain_chain(R, exp.tobytes(), succ, split.max_chars - 1)
@@ -764,7 +771,7 @@ class CFGEngine:
             return None
         every, first_mids, mids, off, elsewhere = shape
         # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
-        n = int(bk.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
+        n = int(_BK.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
         if n < 0:
             return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
@@ -779,7 +786,7 @@ class CFGEngine:
         first_ok = np.ascontiguousarray(1 - elsewhere)
         bnd_node = np.empty(rest.n_nodes, np.int32)
         bnd_state = np.empty(rest.n_nodes, np.int32)
-        nb = int(ek.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
+        nb = int(_EK.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
                                bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), rest, elsewhere
 
@@ -801,7 +808,7 @@ def _no_groups(trie: Any) -> tuple:
     """The (empty) boundary groups of a walk with no boundary, built once per process."""
     if not _NO_GROUPS:
         none = np.zeros(0, np.int32)
-        _NO_GROUPS.append(ek.split_boundaries(trie.nodes, trie.subtree_end, none, none.copy(), MERGE_LIMIT,
+        _NO_GROUPS.append(_EK.split_boundaries(trie.nodes, trie.subtree_end, none, none.copy(), MERGE_LIMIT,
                                               np.zeros(256, np.uint8))[0])
     return _NO_GROUPS[0]
 
@@ -847,7 +854,7 @@ class ParseState:
         ch = self.chart
         rows0 = ch.n_rows
         while True:
-            s = int(ek.advance_bytes(eng.L, eng.G, ch.args(), eng._no_memo, flat, start, stop, self.lex))
+            s = int(_EK.advance_bytes(eng.L, eng.G, ch.args(), eng._no_memo, flat, start, stop, self.lex))
             if s >= 0:
                 self.lex = s
                 self.key = None
@@ -865,7 +872,7 @@ class ParseState:
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
         while True:
-            r = int(ek.eos_allowed(eng.L, eng.G, ch.args(), self.lex, scan))
+            r = int(_EK.eos_allowed(eng.L, eng.G, ch.args(), self.lex, scan))
             if r >= 0:
                 return r == 1
             ch.meta[0] = rows0
@@ -877,7 +884,7 @@ class ParseState:
         ch = self.chart
         out = np.zeros(256, np.uint8)
         while True:
-            r = int(ek.next_bytes(eng.L, eng.G, ch.args(), eng._no_memo, self.lex, out))
+            r = int(_EK.next_bytes(eng.L, eng.G, ch.args(), eng._no_memo, self.lex, out))
             if r == ek.OK:
                 return np.flatnonzero(out).tolist()
             ch.grow(r)

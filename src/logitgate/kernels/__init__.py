@@ -7,6 +7,7 @@ else ``$LOGITGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/logitgate/numba`` (``~/.ca
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .._cachedir import cache_dir
 
@@ -48,4 +49,42 @@ def walk_njit(fn):
     return numba.njit(cache=True, nogil=True)(fn)
 
 
-__all__ = ["CACHE_DIR", "NO_REFCOUNT", "walk_njit"]
+DISPATCH_ONLY: bool = os.environ.get("LOGITGATE_KERNEL_DISPATCH", "") not in ("", "0")
+"""``LOGITGATE_KERNEL_DISPATCH=1``: :class:`DirectCalls` keep every call on numba's dispatcher
+(which checks each argument's type; tests use it to prove each kernel gets one set of types)."""
+
+
+class DirectCalls:
+    """Per-step calls into some kernels of a module, without numba's per-call type dispatch.
+
+    A numba dispatcher types every argument on every call (~75 ns per array) before its compiled
+    code unboxes them (~40 ns per array); a grammar step hands its kernels ~40 arrays, a token's
+    advance ~50. ``DirectCalls(module, names)`` has one attribute per name: a first call through
+    the kernel's dispatcher (which compiles or loads it), after which the attribute becomes the
+    compiled code's entry point, which unboxes the arguments and checks their item sizes but not
+    their dtypes, dimensions or layout. Only for kernels whose call sites always pass the same dtypes,
+    dimensions and layouts (``tests/test_kernel_calls.py`` runs the steps under
+    :data:`DISPATCH_ONLY` and checks this); a kernel compiled for several stays on its dispatcher.
+    """
+
+    def __init__(self, module: object, names: tuple[str, ...]) -> None:
+        for name in names:
+            dispatcher = getattr(module, name)
+            setattr(self, name, dispatcher if DISPATCH_ONLY else self._first_call(name, dispatcher))
+
+    def _first_call(self, name: str, dispatcher: Any) -> Any:
+        def first_call(*args: Any) -> Any:
+            result = dispatcher(*args)
+            target = dispatcher
+            if len(dispatcher.overloads) == 1:
+                try:
+                    target = next(iter(dispatcher.overloads.values())).entry_point
+                except AttributeError:  # pragma: no cover - a numba without compiled entry points
+                    pass
+            setattr(self, name, target)
+            return result
+
+        return first_call
+
+
+__all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "walk_njit"]

@@ -329,6 +329,26 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
     return rows[:done], out[:done]
 
 
+@njit(types.void(_i32_1d_ro, _i32_1d_ro, types.int64, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
+                 _i32_1d_ro, types.int64, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.boolean, _u32_1d_ro, _i32_1d),
+      cache=True, nogil=True)  # loaded at import
+def state_mask(table, byte_class, n_classes, row, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
+               root_fanout, root_grand, live, accepting, eos, out):  # pragma: no cover - compiled
+    """The mask of the one state at row offset ``row`` into ``out`` (int32, the mask's words and
+    the walk's spare one), with the bits of ``eos`` set when ``accepting``: a regex's later mask
+    requests, in one call that takes the fewest arguments to convert (see :func:`_fill_masks_dfa`)."""
+    rows = np.empty(1, np.int32)
+    rows[0] = row
+    words = out.shape[0] - 1
+    _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other,
+                    np.empty(max_depth + 1, np.int32), out.view(np.uint32).reshape((1, words + 1)), 1 << 62,
+                    root_fanout, root_grand, live, n_classes)
+    if accepting:
+        for w in range(words):
+            if eos[w]:
+                out[w] |= np.int32(eos[w])
+
+
 @njit(
     types.int64(_i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro,
                 types.int64, _u32_2d, types.int64, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.int64),

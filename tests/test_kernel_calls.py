@@ -1,0 +1,136 @@
+"""Kernels called without numba's type dispatch (``kernels.DirectCalls``) always get one set of
+argument types: a step's workload (regex, grammars, JSON Schema, on a real tokenizer) run with
+``LOGITGATE_KERNEL_DISPATCH=1`` leaves each such kernel's specialisations with one memory layout
+(dtypes, dimensions and layouts; read-only and writable arrays unbox alike).
+
+A call site that passed another dtype, dimension or layout would make the dispatcher compile a
+second one here, and would hand the entry point the wrong memory layout in normal runs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from logitgate.kernels import DirectCalls
+
+from .conftest import mistral_file
+
+WORKLOAD = r'''
+import json, sys
+import numpy as np
+import logitgate as lg
+from logitgate import compiler
+from logitgate.grammar import engine
+from logitgate.kernels import DISPATCH_ONLY
+
+assert DISPATCH_ONLY
+tok = lg.Tokenizer.from_mistral(sys.argv[1])
+vocab = [tok.token_bytes(t) for t in range(tok.vocab_size)]
+by_first = {}
+for t, b in enumerate(vocab):
+    if b and not tok.is_special(t):
+        by_first.setdefault(b[0], []).append(t)
+bm = lg.allocate_token_bitmask(1, tok.vocab_size)
+
+
+def drive(grammar, text):
+    """Walk ``text`` greedily (the longest allowed token that is a prefix of the rest), filling
+    masks, then roll back and take the same text byte by byte."""
+    m = lg.Matcher(lg.compile(grammar, tok, cache=False), max_rollback=1000)
+    data = text.encode()
+    pos = steps = 0
+    while pos < len(data):
+        m.fill_next_token_bitmask(bm, 0)
+        allowed = lambda t: (bm[0, t >> 5] >> (t & 31)) & 1
+        cands = [t for t in by_first.get(data[pos], ()) if data.startswith(vocab[t], pos) and allowed(t)]
+        assert cands, (text, pos)
+        t = max(cands, key=lambda t: len(vocab[t]))
+        assert m.accept_token(t)
+        pos += len(vocab[t])
+        steps += 1
+    m.fill_next_token_bitmask(bm, 0)
+    assert m.is_accepting(), text
+    m.rollback(steps)
+    assert m.accept_bytes(data) and m.is_accepting()
+    m.find_jump_forward_bytes()
+
+
+drive(lg.Grammar.from_regex(r"\+?\d{1,3} \(\d{3}\) \d{3}-\d{4}"), "+1 (555) 123-4567")
+drive(lg.Grammar.from_regex(r"[a-z]+@[a-z]+\.(com|org)"), "someone@example.org")
+drive(lg.Grammar.from_gbnf('root ::= "(" expr ")"\nexpr ::= [0-9]+ (" + " [0-9]+)*'), "(12 + 345 + 6)")
+drive(lg.Grammar.from_lark('start: pair ("," pair)*\npair: WORD "=" NUMBER\n%import common.WORD\n'
+                           '%import common.NUMBER'), "alpha=1,beta=22,gamma=333")
+schema = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 40}, "id": {"type": "string", "format": "uuid"},
+    "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+    "score": {"type": "number", "minimum": 0}, "kind": {"enum": ["a", "bb", "ccc"]},
+    "meta": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    "required": ["name", "id"]}
+doc = {"name": "Ada Lovelace \u00e9\u4e2d \"q\"", "id": "123e4567-e89b-12d3-a456-426614174000",
+       "tags": ["x", "yz"], "score": 12.5, "kind": "bb", "meta": {"k": 3, "other key": -4}}
+for ws in ("compact", "pretty"):
+    drive(lg.Grammar.from_json_schema(schema, whitespace=ws),
+          json.dumps(doc, ensure_ascii=False, separators=(",", ":")) if ws == "compact"
+          else json.dumps(doc, ensure_ascii=False, indent=2))
+drive(lg.Grammar.json(), '{"a":[1,2.5,true,null,"s"],"b":{}}')
+from numba.core import types
+
+
+def layout(t):
+    """An argument type as the entry point sees it: a read-only array unboxes like a writable one."""
+    if isinstance(t, types.Array):
+        return f"{t.dtype}[{t.ndim}d {t.layout}]"
+    if isinstance(t, types.BaseTuple):
+        return "(" + ", ".join(layout(x) for x in t.types) + ")"
+    return str(t)
+
+
+counts = {}
+for holder in (compiler._TK, engine._EK, engine._BK):
+    for name, fn in vars(holder).items():
+        counts[name] = len({tuple(layout(t) for t in sig) for sig in fn.signatures})
+print(json.dumps(counts))
+'''
+
+
+def test_direct_call_kernels_get_one_set_of_argument_types():
+    path = mistral_file("tokenizer.model.v1")
+    env = dict(os.environ, LOGITGATE_KERNEL_DISPATCH="1")
+    proc = subprocess.run([sys.executable, "-c", WORKLOAD, str(path)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    several = {name: n for name, n in counts.items() if n > 1}
+    assert not several, f"kernels specialised more than once (their call sites pass different types): {several}"
+    used = {name for name, n in counts.items() if n == 1}
+    # the workload reaches the kernels of every kind of step (a kernel it misses is not checked)
+    assert {"dfa_walk", "first_batch_masks", "state_mask", "advance_bytes", "group_walk", "lexer_walk",
+            "eos_allowed", "push_row", "body_entry", "plain_chain"} <= used, sorted(set(counts) - used)
+
+
+def test_direct_calls_switch_to_the_compiled_entry_point_after_the_first_call():
+    from numba import njit
+
+    @njit
+    def add(a, b):
+        return a[0] + b
+
+    class Module:
+        pass
+
+    mod = Module()
+    mod.add = add
+    calls = DirectCalls(mod, ("add",))
+    first = calls.add
+    x = np.arange(3, dtype=np.int64)
+    assert first(x, 2) == 2
+    if calls.add is add:  # LOGITGATE_KERNEL_DISPATCH=1 in this process: stays on the dispatcher
+        pytest.skip("dispatch-only mode")
+    assert calls.add is not first and calls.add is not add
+    assert calls.add(x + 5, 1) == 6
+    with pytest.raises(TypeError):  # the entry point checks item sizes (not dtypes: the other test's job)
+        calls.add(x.astype(np.int32), 1)
