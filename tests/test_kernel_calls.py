@@ -24,6 +24,7 @@ import json, sys
 import numpy as np
 import logitgate as lg
 from logitgate import compiler
+from logitgate.automata import dfa
 from logitgate.grammar import engine
 from logitgate.kernels import DISPATCH_ONLY
 
@@ -90,7 +91,7 @@ def layout(t):
 
 
 counts = {}
-for holder in (compiler._TK, engine._EK, engine._BK):
+for holder in (compiler._TK, dfa._AK, engine._EK, engine._BK):
     for name, fn in vars(holder).items():
         counts[name] = len({tuple(layout(t) for t in sig) for sig in fn.signatures})
 print(json.dumps(counts))
@@ -108,7 +109,8 @@ def test_direct_call_kernels_get_one_set_of_argument_types():
     assert not several, f"kernels specialised more than once (their call sites pass different types): {several}"
     used = {name for name, n in counts.items() if n == 1}
     # the workload reaches the kernels of every kind of step (a kernel it misses is not checked)
-    assert {"dfa_walk", "first_batch_masks", "state_mask", "advance_bytes", "group_walk", "lexer_walk",
+    assert {"dfa_walk", "first_batch_masks", "state_mask", "walk_tables", "regex_char_dfa", "ascii_byte_dfa",
+            "utf8_byte_dfa", "advance_bytes", "group_walk", "lexer_walk",
             "eos_allowed", "push_row", "body_entry", "plain_chain"} <= used, sorted(set(counts) - used)
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .grammar.cfg import CFG
 
 # the regex kernels of a step, without numba's per-call type dispatch (see kernels.DirectCalls)
-_TK = DirectCalls(trie_kernels, ("dfa_walk", "first_batch_masks", "state_mask"))
+_TK = DirectCalls(trie_kernels, ("dfa_walk", "first_batch_masks", "state_mask", "walk_tables"))
 
 __all__ = ["CompiledGrammar", "CompiledCFG", "CompiledRecognizer", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]
 
@@ -112,7 +112,7 @@ class CompiledGrammar:
         if n_states * self._n_classes >= 2**31:  # row offsets are int32
             raise CompileError(f"the {grammar.kind}'s DFA is too large ({n_states} states)")
         # the walk's form of the DFA: a flat class table of row offsets (see class_table)
-        table, byte_class, self._accepting, self._live = trie_kernels.walk_tables(
+        table, byte_class, self._accepting, self._live = _TK.walk_tables(
             dfa.class_transitions, dfa.byte_classes, dfa.accepting)
         self._table, self._byte_class, self._live = _readonly(table), _readonly(byte_class), _readonly(self._live)
         self.mask_words, self.eos_mask, self._eos_words = _mask_layout(tokenizer)

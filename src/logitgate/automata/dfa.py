@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LimitError
+from ..kernels import DirectCalls, automata_kernels
 from ..kernels.automata_kernels import (
-    ascii_byte_dfa,
     assemble_columns,
     canonical_classes,
     coreachable,
@@ -43,13 +43,15 @@ from ..kernels.automata_kernels import (
     group_rows_i32,
     hopcroft,
     non_ascii_atoms,
-    regex_char_dfa,
     union_table,
-    utf8_byte_dfa,
     utf8_label_automaton,
 )
+from ..limits import check_deadline, get_limits
 from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa, class_arrays
+
+# a regex compile's kernels, without numba's per-call type dispatch (see kernels.DirectCalls)
+_AK = DirectCalls(automata_kernels, ("ascii_byte_dfa", "regex_char_dfa", "utf8_byte_dfa"))
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
 
@@ -169,8 +171,6 @@ def build_dfa(nodes: Sequence[Node], *, max_states: int | None = None, limit: st
     minimal as it stands. The result is the same canonical DFA as one position NFA over all the
     patterns would give, and records each state's ``components``.
     """
-    from ..limits import get_limits
-
     if max_states is None:
         max_states = getattr(get_limits(), limit)
     nodes = list(nodes)
@@ -189,13 +189,11 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     or ``utf8_byte_dfa`` with non-ASCII atoms). A compile runs on cold caches, where each kernel
     call and numpy operation costs microseconds: fewer, larger calls make it faster. Several
     patterns (tests use it as the union's oracle) go step by step."""
-    from ..limits import check_deadline
-
     if len(nodes) != 1:
         return _stepwise_dfa(nodes, max_states, limit)
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit, atoms=False)
     check_deadline("regex NFA built")
-    table, accepting, status, *partition = regex_char_dfa(
+    table, accepting, status, *partition = _AK.regex_char_dfa(
         *class_arrays(nfa.classes), nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of,
         nfa.start, max_states)
     atoms = AtomPartition.from_arrays(*partition)
@@ -205,16 +203,18 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
         return _empty_dfa(1)
     check_deadline("regex determinised")
     if atoms.starts[-1] <= 0x80:  # every atom is ASCII (the last interval is in no atom)
-        byte_classes, class_transitions, accepting = ascii_byte_dfa(table, accepting, atoms.starts,
+        byte_classes, class_transitions, accepting = _AK.ascii_byte_dfa(table, accepting, atoms.starts,
                                                                     atoms.interval_atom)
     else:
         first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
-        byte_classes, class_transitions, accepting, status = utf8_byte_dfa(
+        byte_classes, class_transitions, accepting, status = _AK.utf8_byte_dfa(
             table, accepting, atoms.starts, atoms.interval_atom, na_atoms,
             *_label_automaton(atoms.starts, int(first_na), labels), max_states)
         if status:
             raise _too_many_states(max_states, limit)
-    return _freeze(None, 0, accepting, np.ones_like(accepting), byte_classes, class_transitions)
+    reachable = np.empty(accepting.shape, np.bool_)  # (np.ones_like runs Python code: slow on cold caches)
+    reachable.fill(True)  # one pattern, minimal: every state leads to acceptance
+    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions)
 
 
 def _stepwise_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA:
@@ -336,8 +336,6 @@ _NO_CLASSES = np.zeros((0, 256), np.uint8)
 def _union_dfa(parts: Sequence[ByteDFA | bytes], max_states: int, limit: str) -> ByteDFA:
     """The minimal DFA recognising each of ``parts`` (pattern ``k``: the language of DFA
     ``parts[k]``, or the literal string ``parts[k]``)."""
-    from ..limits import check_deadline
-
     dfa_ids = [k for k, p in enumerate(parts) if not isinstance(p, bytes) and p.start >= 0]
     lit_ids = [k for k, p in enumerate(parts) if isinstance(p, bytes)]
     if not dfa_ids and not lit_ids:

@@ -577,8 +577,10 @@ class CFGEngine:
         states with few viable bytes, and for what that cache misses)."""
         trie = self.trie
         inside = np.zeros(self.mask_words, dtype=np.uint32)
-        bnd_node = np.empty(trie.n_nodes, np.int32)
-        bnd_state = np.empty(trie.n_nodes, np.int32)
+        scratch = getattr(self._tls, "boundaries", None)  # room for every node of the trie, per thread
+        if scratch is None:
+            scratch = self._tls.boundaries = (np.empty(trie.n_nodes, np.int32), np.empty(trie.n_nodes, np.int32))
+        bnd_node, bnd_state = scratch
         nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
                                bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
@@ -815,8 +817,12 @@ def _no_groups(trie: Any) -> tuple:
 
 def _entry_bytes(entry: tuple) -> int:
     inside, groups, first_bytes, bnd_node, _, pending, _ = entry
-    extra = pending[0].nbytes + pending[1].nbytes if pending is not None else 0
-    return inside.nbytes + sum(a.nbytes for a in groups) + bnd_node.nbytes + 256 + extra
+    n = inside.nbytes + bnd_node.nbytes + 256
+    for a in groups:
+        n += a.nbytes
+    if pending is not None:
+        n += pending[0].nbytes + pending[1].nbytes
+    return n
 
 
 class ParseState:

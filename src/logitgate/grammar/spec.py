@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..errors import GrammarLimitError, RegexError, RegexLimitError, SchemaLimitError
 from ..limits import check_source_size, compile_deadline, deep_recursion, get_limits
 from ..regex.ast import Node
+from ..regex.parser import parse as _parse_regex
 from .ir import GrammarIR
 
 __all__ = ["Grammar"]
@@ -64,11 +65,9 @@ class Grammar:
             pattern = pattern.pattern
         if not isinstance(pattern, str):
             raise RegexError(f"a regex must be a str, not {type(pattern).__name__}")
-        from ..regex.parser import parse
-
         check_source_size(pattern, "regex", RegexLimitError)
         with compile_deadline():
-            tree = parse(pattern, int(flags))
+            tree = _parse_regex(pattern, int(flags))
         return cls("regex", pattern, int(flags), _tree=tree)
 
     @classmethod
