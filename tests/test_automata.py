@@ -913,8 +913,8 @@ def test_union_of_pattern_dfas_is_the_single_nfa_dfa(patterns: list[str]) -> Non
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=st.one_of(pattern_strategy(), LITERALS.map(re.escape)))
 def test_one_call_pipeline_equals_the_stepwise_one(pattern: str) -> None:
-    """One pattern's DFA through the fused kernels (regex_char_dfa, ascii_byte_dfa /
-    utf8_byte_dfa) is the same arrays as the step-by-step pipeline's."""
+    """One pattern's DFA through the fused kernels (regex_byte_dfa, with utf8_byte_dfa for
+    non-ASCII atoms) is the same arrays as the step-by-step pipeline's."""
     from logitgate.automata.dfa import _glushkov_dfa, _stepwise_dfa
 
     node = parse(pattern)

@@ -109,7 +109,7 @@ def test_direct_call_kernels_get_one_set_of_argument_types():
     assert not several, f"kernels specialised more than once (their call sites pass different types): {several}"
     used = {name for name, n in counts.items() if n == 1}
     # the workload reaches the kernels of every kind of step (a kernel it misses is not checked)
-    assert {"dfa_walk", "first_batch_masks", "state_mask", "walk_tables", "regex_char_dfa", "ascii_byte_dfa",
+    assert {"dfa_walk", "first_batch_masks", "state_mask", "walk_tables", "regex_byte_dfa",
             "utf8_byte_dfa", "advance_bytes", "group_walk", "lexer_walk",
             "eos_allowed", "push_row", "body_entry", "plain_chain"} <= used, sorted(set(counts) - used)
 

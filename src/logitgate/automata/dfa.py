@@ -51,7 +51,7 @@ from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
 from .nfa import AtomPartition, PositionNFA, build_nfa, class_arrays
 
 # a regex compile's kernels, without numba's per-call type dispatch (see kernels.DirectCalls)
-_AK = DirectCalls(automata_kernels, ("ascii_byte_dfa", "regex_char_dfa", "utf8_byte_dfa"))
+_AK = DirectCalls(automata_kernels, ("regex_byte_dfa", "utf8_byte_dfa"))
 
 __all__ = ["ByteDFA", "build_dfa", "regex_dfa"]
 
@@ -185,31 +185,27 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     """The pipeline of the module docstring: one position NFA over all of ``nodes``.
 
     One pattern (every compile of a regex, and each part of a union) takes the fast path: one
-    kernel call for the atoms and steps 2-3 (``regex_char_dfa``) and one for steps 4-5 (``ascii_byte_dfa``,
-    or ``utf8_byte_dfa`` with non-ASCII atoms). A compile runs on cold caches, where each kernel
-    call and numpy operation costs microseconds: fewer, larger calls make it faster. Several
-    patterns (tests use it as the union's oracle) go step by step."""
+    kernel call for the atoms, steps 2-3 and, when every atom is ASCII, steps 4-5
+    (``regex_byte_dfa``), else a second one for steps 4-5 (``utf8_byte_dfa``). A compile runs on
+    cold caches, where each kernel call and numpy operation costs microseconds: fewer, larger
+    calls make it faster. Several patterns (tests use it as the union's oracle) go step by step."""
     if len(nodes) != 1:
         return _stepwise_dfa(nodes, max_states, limit)
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states, limit=limit, atoms=False)
     check_deadline("regex NFA built")
-    table, accepting, status, *partition = _AK.regex_char_dfa(
-        *class_arrays(nfa.classes), nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members, nfa.class_of,
-        nfa.start, max_states)
-    atoms = AtomPartition.from_arrays(*partition)
+    status, byte_classes, class_transitions, accepting, table, char_accepting, starts, interval_atom = \
+        _AK.regex_byte_dfa(*class_arrays(nfa.classes), nfa.follow_off, nfa.follow, nfa.group_off,
+                           nfa.group_members, nfa.class_of, nfa.start, max_states)
     if status == 1:
         raise _too_many_states(max_states, limit)
     if status == 2:
         return _empty_dfa(1)
     check_deadline("regex determinised")
-    if atoms.starts[-1] <= 0x80:  # every atom is ASCII (the last interval is in no atom)
-        byte_classes, class_transitions, accepting = _AK.ascii_byte_dfa(table, accepting, atoms.starts,
-                                                                    atoms.interval_atom)
-    else:
-        first_na, na_atoms, labels = non_ascii_atoms(atoms.starts, atoms.interval_atom)
+    if status == 3:  # some atom is not ASCII: the UTF-8 expansion
+        first_na, na_atoms, labels = non_ascii_atoms(starts, interval_atom)
         byte_classes, class_transitions, accepting, status = _AK.utf8_byte_dfa(
-            table, accepting, atoms.starts, atoms.interval_atom, na_atoms,
-            *_label_automaton(atoms.starts, int(first_na), labels), max_states)
+            table, char_accepting, starts, interval_atom, na_atoms,
+            *_label_automaton(starts, int(first_na), labels), max_states)
         if status:
             raise _too_many_states(max_states, limit)
     reachable = np.empty(accepting.shape, np.bool_)  # (np.ones_like runs Python code: slow on cold caches)

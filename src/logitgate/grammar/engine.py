@@ -294,7 +294,7 @@ class CFGEngine:
         self.L = (lx.trans, lx.start, lx.acc_bits, lx.acc_ptr, lx.acc_list, lx.reach_bits, lx.lazy_bits,
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
         self.G = self.tables.args()
-        self._no_memo = ek.new_memo(self.tables.n_words, 0, 1)
+        self._no_memo = ek.new_memo(self.tables.n_words, 0, 1, slots=2)  # a placeholder: byte steps use none
         self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
         self._partial: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()

@@ -220,17 +220,19 @@ def _lazy_stop(acc_bits, lazy_bits, s, exp, ign):  # pragma: no cover - compiled
     return False
 
 
-def new_memo(n_words: int, max_depth: int, n_states: int = 1):
+def new_memo(n_words: int, max_depth: int, n_states: int = 1, slots: int = MEMO_SLOTS):
     """Scratch for :func:`push_memo` and the walks (one per thread and engine, reused by every
     walk). Its row table outlives a walk: it answers pushes by fingerprint, which names a parser
-    state, not a chart."""
+    state, not a chart. ``slots``: the row table's size, a power of two of at least 2 (it starts
+    again when half full; a step's own pushes, outside the walks, need only a few)."""
+    assert slots >= 2 and slots & (slots - 1) == 0, slots
     return (
-        np.zeros((MEMO_SLOTS, 2), np.uint64),  # key: fingerprint of the parent row
-        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # key: the terminals scanned
-        np.zeros(MEMO_SLOTS, np.uint8),  # 0 empty, 1 a row, 2 the push was refused
-        np.zeros((MEMO_SLOTS, n_words), np.uint64),  # the row: expected terminals
-        np.zeros(MEMO_SLOTS, np.uint8),  # the row: accepting
-        np.zeros((MEMO_SLOTS, 2), np.uint64),  # the row: fingerprint
+        np.zeros((slots, 2), np.uint64),  # key: fingerprint of the parent row
+        np.zeros((slots, n_words), np.uint64),  # key: the terminals scanned
+        np.zeros(slots, np.uint8),  # 0 empty, 1 a row, 2 the push was refused
+        np.zeros((slots, n_words), np.uint64),  # the row: expected terminals
+        np.zeros(slots, np.uint8),  # the row: accepting
+        np.zeros((slots, 2), np.uint64),  # the row: fingerprint
         np.zeros((max_depth + 3, n_words), np.uint64),  # terminals scanned for rows base.. (to build them)
         np.zeros(8, np.int64),  # entries used, rows built (below: real), base row, hits, misses
         np.zeros((max_depth + 2, n_states), np.uint8),  # group_walk: viability per depth and lexer state
