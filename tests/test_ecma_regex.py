@@ -227,7 +227,8 @@ def test_anchors_anywhere_against_re_search(pattern: str) -> None:
         assert dfa.matches(s.encode()) == (python.search(s) is not None), (pattern, s)
 
 
-ECMA_ATOMS = SAFE_ATOMS + ["[^]", "[]", "\\cJ", "\\cm", "\\0", "\\/", "\\u{e9}", "\\u00E9",
+# (\0 in a group: before a digit atom it would read as the legacy octal escape \01, which is refused)
+ECMA_ATOMS = SAFE_ATOMS + ["[^]", "[]", "\\cJ", "\\cm", "(?:\\0)", "\\/", "\\u{e9}", "\\u00E9",
                            "\\uD83D\\uDE00", "\\x0a", "\\p{L}", "\\P{Ll}", "\\p{Zs}", "[\\s\\d]",
                            "[^\\s]", "[\\w-.]", "\\n", "\\r", "\\v", "\\f", "[\\b]", "]", "{", "a{,2}"]
 ECMA_ALPHABET = SAFE_ALPHABET + "\n\r\u2028\u2029\u00a0\ufeff\u000b\x0c\x08\x00/Aπ]{,\u0085\x1c"
