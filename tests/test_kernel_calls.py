@@ -136,3 +136,24 @@ def test_direct_calls_switch_to_the_compiled_entry_point_after_the_first_call():
     assert calls.add(x + 5, 1) == 6
     with pytest.raises(TypeError):  # the entry point checks item sizes (not dtypes: the other test's job)
         calls.add(x.astype(np.int32), 1)
+
+
+def test_direct_calls_bind_a_typed_kernel_at_once():
+    from numba import njit, types
+
+    @njit(types.int64(types.Array(types.int64, 1, "C"), types.int64))
+    def add(a, b):
+        return a[0] + b
+
+    class Module:
+        pass
+
+    mod = Module()
+    mod.add = add
+    calls = DirectCalls(mod, ("add",))
+    if calls.add is add:  # LOGITGATE_KERNEL_DISPATCH=1 in this process: stays on the dispatcher
+        pytest.skip("dispatch-only mode")
+    # compiled at decoration: the entry point from the start (no dispatcher call, whose first
+    # call with a set of types costs numba hundreds of microseconds)
+    assert calls.add is add.overloads[add.signatures[0]].entry_point
+    assert calls.add(np.arange(3, dtype=np.int64) + 4, 1) == 5

@@ -59,32 +59,39 @@ class DirectCalls:
 
     A numba dispatcher types every argument on every call (~75 ns per array) before its compiled
     code unboxes them (~40 ns per array); a grammar step hands its kernels ~40 arrays, a token's
-    advance ~50. ``DirectCalls(module, names)`` has one attribute per name: a first call through
-    the kernel's dispatcher (which compiles or loads it), after which the attribute becomes the
-    compiled code's entry point, which unboxes the arguments and checks their item sizes but not
-    their dtypes, dimensions or layout. Only for kernels whose call sites always pass the same dtypes,
-    dimensions and layouts (``tests/test_kernel_calls.py`` runs the steps under
-    :data:`DISPATCH_ONLY` and checks this); a kernel compiled for several stays on its dispatcher.
+    advance ~50. ``DirectCalls(module, names)`` has one attribute per name: the compiled code's
+    entry point, which unboxes the arguments and checks their item sizes but not their dtypes,
+    dimensions or layout; for a kernel without a signature (compiled on first use), a first call
+    through its dispatcher, after which the attribute becomes the entry point. Only for kernels
+    whose call sites always pass the same dtypes, dimensions and layouts
+    (``tests/test_kernel_calls.py`` runs the steps under :data:`DISPATCH_ONLY` and checks this);
+    a kernel compiled for several stays on its dispatcher.
     """
 
     def __init__(self, module: object, names: tuple[str, ...]) -> None:
         for name in names:
             dispatcher = getattr(module, name)
-            setattr(self, name, dispatcher if DISPATCH_ONLY else self._first_call(name, dispatcher))
+            if DISPATCH_ONLY:
+                target = dispatcher
+            else:  # a kernel with a signature is compiled at import: its entry point at once (a
+                # dispatcher's first call with a new set of types costs ~400 us of numba's Python)
+                target = _entry_point(dispatcher) or self._first_call(name, dispatcher)
+            setattr(self, name, target)
 
     def _first_call(self, name: str, dispatcher: Any) -> Any:
         def first_call(*args: Any) -> Any:
             result = dispatcher(*args)
-            target = dispatcher
-            if len(dispatcher.overloads) == 1:
-                try:
-                    target = next(iter(dispatcher.overloads.values())).entry_point
-                except AttributeError:  # pragma: no cover - a numba without compiled entry points
-                    pass
-            setattr(self, name, target)
+            setattr(self, name, _entry_point(dispatcher) or dispatcher)
             return result
 
         return first_call
+
+
+def _entry_point(dispatcher: Any) -> Any:
+    """The compiled entry point of a dispatcher with exactly one specialisation, else None."""
+    if len(dispatcher.overloads) != 1:
+        return None
+    return getattr(next(iter(dispatcher.overloads.values())), "entry_point", None)
 
 
 __all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "walk_njit"]
