@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -114,6 +115,12 @@ def test_direct_call_kernels_get_one_set_of_argument_types():
             "eos_allowed", "push_row", "body_entry", "plain_chain"} <= used, sorted(set(counts) - used)
 
 
+def _calls_to(kernel):
+    """``DirectCalls`` over a module holding ``kernel`` as ``add``."""
+    module = types.SimpleNamespace(add=kernel)
+    return DirectCalls(module, ("add",))
+
+
 def test_direct_calls_switch_to_the_compiled_entry_point_after_the_first_call():
     from numba import njit
 
@@ -121,12 +128,7 @@ def test_direct_calls_switch_to_the_compiled_entry_point_after_the_first_call():
     def add(a, b):
         return a[0] + b
 
-    class Module:
-        pass
-
-    mod = Module()
-    mod.add = add
-    calls = DirectCalls(mod, ("add",))
+    calls = _calls_to(add)
     first = calls.add
     x = np.arange(3, dtype=np.int64)
     assert first(x, 2) == 2
@@ -139,18 +141,14 @@ def test_direct_calls_switch_to_the_compiled_entry_point_after_the_first_call():
 
 
 def test_direct_calls_bind_a_typed_kernel_at_once():
-    from numba import njit, types
+    from numba import njit
+    from numba import types as nt
 
-    @njit(types.int64(types.Array(types.int64, 1, "C"), types.int64))
+    @njit(nt.int64(nt.Array(nt.int64, 1, "C"), nt.int64))
     def add(a, b):
         return a[0] + b
 
-    class Module:
-        pass
-
-    mod = Module()
-    mod.add = add
-    calls = DirectCalls(mod, ("add",))
+    calls = _calls_to(add)
     if calls.add is add:  # LOGITGATE_KERNEL_DISPATCH=1 in this process: stays on the dispatcher
         pytest.skip("dispatch-only mode")
     # compiled at decoration: the entry point from the start (no dispatcher call, whose first

@@ -147,7 +147,7 @@ class CompiledGrammar:
             return -1
         start, end = self.trie.token_span(token_id)
         row = _TK.dfa_walk(self._table, self._byte_class, state * self._n_classes, self.trie.token_flat,
-                                    start, end)
+                           start, end)
         return -1 if row < 0 else int(row) // self._n_classes
 
     def advance_bytes(self, state: int, data: bytes) -> int:
@@ -221,7 +221,7 @@ class CompiledGrammar:
                                       trie.max_depth, trie.root_fanout, trie.root_grand, self._live)
         out = np.empty(self.mask_words + 1, np.int32)  # + the walk's spare word
         _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
-                                self._accepting[state], self._eos_words, out)
+                       self._accepting[state], self._eos_words, out)
         mask = out[:-1]
         mask.flags.writeable = False
         return mask

@@ -79,8 +79,8 @@ class _StartWalk:
                                                                                 for _ in range(7))
         in_first, bnd_first, div_first = (np.empty(n, np.uint8) for _ in range(3))
         n_in, n_bnd, n_div = _EK.start_walk_index(trie.nodes, trie.subtree_end, trie.max_depth, engine.L, kind, stop,
-                                                 follow, in_tok, in_state, in_first, bnd_node, bnd_state, bnd_first,
-                                                 div_node, div_state, div_next, div_first)
+                                                  follow, in_tok, in_state, in_first, bnd_node, bnd_state, bnd_first,
+                                                  div_node, div_state, div_next, div_first)
         n_states = engine.lexer.n_states
         order, uniq, self.st_ptr = ek.group_by_key(in_state[:n_in], n_states)
         self.st_state = uniq.astype(np.int32)
@@ -401,7 +401,7 @@ class CFGEngine:
             memo = self._tls.memo = ek.new_memo(self.tables.n_words, self.trie.max_depth, self.lexer.n_states)
         while True:
             r = int(_EK.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
-                                  memo, out))
+                                   memo, out))
             ch.meta[0] = rows
             if r == ek.OK:
                 return
@@ -447,7 +447,7 @@ class CFGEngine:
                     # the same kernel as a first walk (its boundaries are all deep, so no first
                     # byte is set), with no size limit
                     groups = _EK.split_boundaries(hit[4].nodes, hit[4].subtree_end, hit[5][0], hit[5][1], 1 << 30,
-                                                 np.zeros(256, np.uint8))[0]
+                                                  np.zeros(256, np.uint8))[0]
                     hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6])
                     with self._lock:
                         self._partial_bytes += _entry_bytes(hit) - _entry_bytes(self._partial[key])
@@ -483,7 +483,7 @@ class CFGEngine:
         first_bytes = np.zeros(256, np.uint8)
         if bnd_node.shape[0]:
             groups, dn, ds = _EK.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
-                                                 first_bytes)
+                                                  first_bytes)
             pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
         else:  # no token leaves the lexeme (a key's middle letters): nothing for the boundary walk
             groups, pending = _no_groups(trie), None
@@ -562,8 +562,8 @@ class CFGEngine:
         dyn_node = np.empty(rec.div_node.shape[0], np.int32)
         dyn_state = np.empty(rec.div_node.shape[0], np.int32)
         nd = int(_EK.start_walk_apply(self.L, exp, first_ok, rec.st_ptr, rec.st_state, rec.in_tok, rec.in_first,
-                                     rec.g_state, rec.g_first, g_on, rec.d_ptr, rec.d_state, rec.div_node,
-                                     rec.div_next, rec.div_first, inside, dyn_node, dyn_state))
+                                      rec.g_state, rec.g_first, g_on, rec.d_ptr, rec.d_state, rec.div_node,
+                                      rec.div_next, rec.div_first, inside, dyn_node, dyn_state))
         groups = (rec.groups[0], g_on) + tuple(rec.groups[2:])
         chained = None
         if nd:
@@ -582,7 +582,7 @@ class CFGEngine:
             scratch = self._tls.boundaries = (np.empty(trie.n_nodes, np.int32), np.empty(trie.n_nodes, np.int32))
         bnd_node, bnd_state = scratch
         nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
-                               bnd_node, bnd_state))
+                                bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
 
     def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
@@ -789,7 +789,7 @@ class CFGEngine:
         bnd_node = np.empty(rest.n_nodes, np.int32)
         bnd_state = np.empty(rest.n_nodes, np.int32)
         nb = int(_EK.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
-                               bnd_node, bnd_state))
+                                bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), rest, elsewhere
 
     @property
@@ -811,7 +811,7 @@ def _no_groups(trie: Any) -> tuple:
     if not _NO_GROUPS:
         none = np.zeros(0, np.int32)
         _NO_GROUPS.append(_EK.split_boundaries(trie.nodes, trie.subtree_end, none, none.copy(), MERGE_LIMIT,
-                                              np.zeros(256, np.uint8))[0])
+                                               np.zeros(256, np.uint8))[0])
     return _NO_GROUPS[0]
 
 
