@@ -295,7 +295,7 @@ class CFGEngine:
                   lx.ignore_bits, lx.rank, lx.mode, lx.has_lazy)
         self.G = self.tables.args()
         self._no_memo = ek.new_memo(self.tables.n_words, 0, 1, slots=2)  # a placeholder: byte steps use none
-        self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[tuple[int, bytes], np.ndarray] = OrderedDict()
         # lexer-level partial masks: (lexer state, expected set) -> (inside mask, boundary nodes, states)
         self._partial: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
         self._partial_bytes = 0
@@ -835,12 +835,13 @@ class ParseState:
         self.engine = engine
         self.chart = chart
         self.lex = lex
-        self.key: tuple[int, int, int] | None = None  # mask_key(), kept until the state changes
+        self.key: tuple[int, bytes] | None = None  # mask_key(), kept until the state changes
 
-    def mask_key(self) -> tuple[int, int, int]:
-        """What the mask here depends on: the lexer state and the last row's fingerprint."""
-        fp = self.chart.row_fp[self.chart.n_rows - 1].tolist()
-        return (self.lex, fp[0], fp[1])
+    def mask_key(self) -> tuple[int, bytes]:
+        """What the mask here depends on: the lexer state and the last row's fingerprint (its two
+        words as bytes: built in ~0.2 us, on every step)."""
+        ch = self.chart
+        return (self.lex, ch.row_fp[ch.meta.item(0) - 1].tobytes())
 
     def snapshot(self) -> tuple[int, int]:
         return (self.lex, self.chart.n_rows)
