@@ -38,7 +38,7 @@ from .vocab import Tokenizer
 if TYPE_CHECKING:
     from .grammar.cfg import CFG
 
-# the regex kernels of a step, without numba's per-call type dispatch (see kernels.DirectCalls)
+# a regex's compile and step kernels, without numba's per-call type dispatch (see kernels.DirectCalls)
 _TK = DirectCalls(trie_kernels, ("dfa_walk", "first_batch_masks", "state_mask", "walk_tables"))
 
 __all__ = ["CompiledGrammar", "CompiledCFG", "CompiledRecognizer", "compile", "clear_cache", "CACHE_SIZE", "BACKGROUND_INDEX_BUDGET", "IndexMode"]

@@ -577,13 +577,20 @@ class CFGEngine:
         states with few viable bytes, and for what that cache misses)."""
         trie = self.trie
         inside = np.zeros(self.mask_words, dtype=np.uint32)
-        scratch = getattr(self._tls, "boundaries", None)  # room for every node of the trie, per thread
-        if scratch is None:
-            scratch = self._tls.boundaries = (np.empty(trie.n_nodes, np.int32), np.empty(trie.n_nodes, np.int32))
-        bnd_node, bnd_state = scratch
+        bnd_node, bnd_state = self._boundary_scratch()
         nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
                                 bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
+
+    def _boundary_scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's scratch for a lexer walk's boundary nodes and states: room for every node
+        of the vocabulary's trie (the string bodies' ``rest`` tries are subsets of it). A walk
+        copies out what it found before the scratch is used again."""
+        scratch = getattr(self._tls, "boundaries", None)
+        if scratch is None:
+            n = self.trie.n_nodes
+            scratch = self._tls.boundaries = (np.empty(n, np.int32), np.empty(n, np.int32))
+        return scratch
 
     def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
         """``(inside mask, boundary nodes, boundary states, the trie they are nodes of)`` of the
@@ -786,8 +793,7 @@ class CFGEngine:
             inside[:row.shape[0]] = row
         rest = split.rest
         first_ok = np.ascontiguousarray(1 - elsewhere)
-        bnd_node = np.empty(rest.n_nodes, np.int32)
-        bnd_state = np.empty(rest.n_nodes, np.int32)
+        bnd_node, bnd_state = self._boundary_scratch()
         nb = int(_EK.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
                                 bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), rest, elsewhere

@@ -224,7 +224,7 @@ def new_memo(n_words: int, max_depth: int, n_states: int = 1, slots: int = MEMO_
     """Scratch for :func:`push_memo` and the walks (one per thread and engine, reused by every
     walk). Its row table outlives a walk: it answers pushes by fingerprint, which names a parser
     state, not a chart. ``slots``: the row table's size, a power of two of at least 2 (it starts
-    again when half full; a step's own pushes, outside the walks, need only a few)."""
+    again when half full; a caller that uses no memo, such as the byte steps, passes 2)."""
     assert slots >= 2 and slots & (slots - 1) == 0, slots
     return (
         np.zeros((slots, 2), np.uint64),  # key: fingerprint of the parent row
