@@ -167,3 +167,59 @@ def test_a_thread_whose_first_boundary_walk_is_in_the_small_trie(tok_tekken, mon
         assert ref.accept_bytes(b'c","n":')
         second = ref.allowed_token_ids()
     assert np.array_equal(got[0][0], first) and np.array_equal(got[0][1], second)
+
+
+SEARCH_SCHEMAS = {
+    # an unanchored pattern: before its match, plain characters lead to many states (the match's
+    # progress), none of them a chain; every plain token stays inside the string
+    "uuid search": {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "[a-f0-9]{8}-[a-f0-9]{4}"},
+        "title": {"type": "string", "maxLength": 30}}, "required": ["id", "title"],
+        "additionalProperties": False},
+    "a digit somewhere, or a non-ASCII letter": {"type": "array", "items": {"anyOf": [
+        {"type": "string", "pattern": "[0-9]"}, {"type": "string", "pattern": "é|日"}]}, "maxItems": 3},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_SCHEMAS))
+def test_strings_closed_under_plain_text_take_the_split(name, real_tok, monkeypatch):
+    """``CFGEngine._plain_closed``: a string state no plain text can leave gets every plain token
+    from the table, whichever states its characters lead to; the masks equal the full walk's
+    (``_walk_equal`` switches the whole split off for the reference)."""
+    closed = 0
+    original = engine_mod.CFGEngine._plain_closed
+
+    def counting(self, lex, exp):
+        nonlocal closed
+        got = original(self, lex, exp)
+        closed += got
+        return got
+
+    monkeypatch.setattr(engine_mod.CFGEngine, "_plain_closed", counting)
+    g = lg.Grammar.from_json_schema(SEARCH_SCHEMAS[name])
+    prefix = b'{"id":"' if name == "uuid search" else b'["'
+    for seed in range(3):
+        _walk_equal(g, real_tok, seed, 25, monkeypatch, prefix)
+    assert closed > 0
+
+
+def test_plain_closure_refuses_a_state_plain_text_can_leave(tok_tekken):
+    """A bounded string (``maxLength``) is not closed: past its end, plain characters stop the
+    walk; an unanchored pattern's string is, and so are the states plain text leads it to."""
+    from logitgate.kernels import body_kernels as bk
+
+    def engine_at(schema, text):
+        m = lg.Matcher(lg.compile(lg.Grammar.from_json_schema(schema), tok_tekken, cache=False))
+        assert m.accept_bytes(text)
+        st = m._state
+        return m.compiled.engine, st.lex, st.chart.row_exp[st.chart.n_rows - 1]
+
+    eng, lex, exp = engine_at({"type": "string", "maxLength": 3}, b'"a')
+    members = np.empty(bk.CLOSURE_CAP, np.int64)
+    assert engine_mod._BK.plain_closure(eng._restriction(exp), bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, members) == -1
+    assert not eng._plain_closed(lex, exp)
+    eng, lex, exp = engine_at({"type": "string", "pattern": "ab"}, b'"x')
+    n = engine_mod._BK.plain_closure(eng._restriction(exp), bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, members)
+    assert n >= 2 and members[0] == lex  # before the match, after an "a", (after the match)
+    assert eng._plain_closed(lex, exp)
+    assert all(eng._plain_closed(int(s), exp) for s in members[:n])  # remembered as closed

@@ -32,7 +32,7 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
-_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain", "plain_closure"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -227,6 +227,9 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
 SHARED_MAX_STATES = 1024
 """Largest lexer part (states reachable within the trie's depth) whose walks are shared across
 grammars; bigger ones are walked per grammar."""
+CLOSED_SETS = 256
+"""Expected sets a grammar keeps its lexer states closed under plain text for (see
+``CFGEngine._plain_closed``); the memo starts over when full."""
 PLAIN_ROWS_CACHED = 256
 """Rows of plain tokens a vocabulary keeps for string-body walks (``CFGEngine._plain_row``; 16 KB
 each on a 131k vocabulary); the cache starts over when full."""
@@ -317,6 +320,8 @@ class CFGEngine:
         self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
+        # per expected set: lexer states known closed under plain text, and known not (_plain_closed)
+        self._closed: dict[bytes, tuple[set[int], set[int]]] = {}
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -776,12 +781,15 @@ class CFGEngine:
             return None
         lx = self.lexer
         shape = self._body_shape(lex, exp, split)
-        if shape is None:
-            return None
-        every, first_mids, mids, off, elsewhere = shape
-        # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
-        n = int(_BK.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
-        if n < 0:
+        if shape is not None:
+            every, first_mids, mids, off, elsewhere = shape
+            # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
+            n = int(_BK.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
+            if n < 0:
+                return None
+        elif split.max_chars and self._plain_closed(lex, exp):
+            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)  # every plain token stays inside
+        else:
             return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
         # end the lexeme, which no chain state (nor a state inside a character) accepts
@@ -797,6 +805,29 @@ class CFGEngine:
         nb = int(_EK.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,
                                 bnd_node, bnd_state))
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), rest, elsewhere
+
+    def _plain_closed(self, lex: int, exp: np.ndarray) -> bool:
+        """Whether no string of plain characters leaves the lexeme from ``lex`` for the expected set
+        ``exp`` (``body_kernels.plain_closure``): inside a string whose ``pattern`` is not matched
+        yet, say, every plain token is. The states plain text leads to are closed too: they are
+        remembered per expected set, so the states met along such a string are checked once."""
+        key = exp.tobytes()
+        known = self._closed.get(key)
+        if known is None:
+            if len(self._closed) >= CLOSED_SETS:
+                self._closed.clear()
+            known = self._closed[key] = (set(), set())
+        if lex in known[0]:
+            return True
+        if lex in known[1]:
+            return False
+        members = np.empty(bk.CLOSURE_CAP, np.int64)
+        n = int(_BK.plain_closure(self._restriction(exp), bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), members))
+        if n < 0:
+            known[1].add(lex)
+            return False
+        known[0].update(members[:n].tolist())
+        return True
 
     @property
     def n_masks_computed(self) -> int:
