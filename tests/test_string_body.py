@@ -203,6 +203,32 @@ def test_strings_closed_under_plain_text_take_the_split(name, real_tok, monkeypa
     assert closed > 0
 
 
+def test_a_key_s_first_letters_where_any_key_may_follow_take_the_split(real_tok, monkeypatch):
+    """``CFGEngine._text_closed``: after a key's opening quote, with other keys allowed too, every
+    plain token stays inside the key whichever known key it starts; read off one set of states
+    for every property, under the expected set of each (the keys still allowed change). The
+    masks equal the full walk's."""
+    verdicts: list[bool] = []
+    original = engine_mod.CFGEngine._text_closed
+
+    def counting(self, lex, exp):
+        got = original(self, lex, exp)
+        verdicts.append(got)
+        return got
+
+    monkeypatch.setattr(engine_mod.CFGEngine, "_text_closed", counting)
+    props = {k: {"type": "string", "maxLength": 8} for k in ("name", "nickname", "note", "type", "title", "été")}
+    g = lg.Grammar.from_json_schema({"type": "object", "properties": props})  # other keys allowed
+    for seed in range(3):
+        _walk_equal(g, real_tok, seed, 30, monkeypatch, b'{"')
+    assert any(verdicts)
+    verdicts.clear()
+    closed = lg.Grammar.from_json_schema({"type": "object", "properties": props, "additionalProperties": False})
+    for seed in range(2):
+        _walk_equal(closed, real_tok, seed, 20, monkeypatch, b'{"')
+    assert not any(verdicts)  # only the schema's keys: a key's letters can be refused
+
+
 def test_plain_closure_refuses_a_state_plain_text_can_leave(tok_tekken):
     """A bounded string (``maxLength``) is not closed: past its end, plain characters stop the
     walk; an unanchored pattern's string is, and so are the states plain text leads it to."""

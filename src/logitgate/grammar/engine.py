@@ -32,7 +32,7 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
-_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain", "plain_closure"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain", "plain_closure", "plain_states"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -228,6 +228,9 @@ SHARED_MAX_STATES = 1024
 """Largest lexer part (states reachable within the trie's depth) whose walks are shared across
 grammars; bigger ones are walked per grammar."""
 CLOSED_SETS = 256
+TEXT_STATES = 2048
+"""The most states ``CFGEngine._text_closed`` follows from one lexer state (a key's first letters
+lead through the prefixes of every key the lexer knows)."""
 """Expected sets a grammar keeps its lexer states closed under plain text for (see
 ``CFGEngine._plain_closed``); the memo starts over when full."""
 PLAIN_ROWS_CACHED = 256
@@ -322,6 +325,15 @@ class CFGEngine:
         self._chain_bases = 0  # chains computed since the memo was last emptied
         # per expected set: lexer states known closed under plain text, and known not (_plain_closed)
         self._closed: dict[bytes, tuple[set[int], set[int]]] = {}
+        # _text_closed: sets of the states plain text leads to, a state's set (or one holding it:
+        # the set of a state that led to it), the verdicts per (set, expected set), and the states
+        # from which plain text is refused
+        self._text_sets: list[tuple[np.ndarray, np.ndarray]] = []
+        self._text_rep: np.ndarray | None = None
+        self._text_own: list[int] = []
+        self._text_ok: dict[tuple[int, bytes], bool] = {}
+        self._text_fail: set[int] = set()
+        self._text_size = 0
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -781,16 +793,20 @@ class CFGEngine:
             return None
         lx = self.lexer
         shape = self._body_shape(lex, exp, split)
-        if shape is not None:
+        if shape is None:
+            if not (split.max_chars and self._plain_closed(lex, exp)):
+                return None
+            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)  # every plain token stays inside
+        elif shape[4].any() and split.max_chars and self._text_closed(lex, exp):
+            # a key's first letters where any key may follow, say: every plain token stays inside,
+            # none walked in the full trie
+            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)
+        else:
             every, first_mids, mids, off, elsewhere = shape
             # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
             n = int(_BK.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
             if n < 0:
                 return None
-        elif split.max_chars and self._plain_closed(lex, exp):
-            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)  # every plain token stays inside
-        else:
-            return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
         # end the lexeme, which no chain state (nor a state inside a character) accepts
         row = self._plain_row(split, n, elsewhere)
@@ -828,6 +844,61 @@ class CFGEngine:
             return False
         known[0].update(members[:n].tolist())
         return True
+
+    def _text_closed(self, lex: int, exp: np.ndarray) -> bool:
+        """``_plain_closed`` read off the states plain text leads to from ``lex`` whatever the
+        expected set (``body_kernels.plain_states``): closed when all of them can still reach
+        ``exp`` and none ends a lexeme the walk looks at. For states met under many expected sets:
+        a key's first letters, where the keys still allowed change from one property to the next.
+        The states plain text leads to from a state met on the way are a subset of its set, so
+        that set answers for them first (a key's later letters), and each set's verdict is kept
+        per expected set. False when plain text is refused on the way, or leads to more than
+        ``TEXT_STATES`` states."""
+        rep = self._text_rep
+        if rep is None:
+            rep = self._text_rep = np.full(self.lexer.n_states, -1, np.int32)
+        sid = int(rep[lex])
+        if sid >= 0:
+            if self._text_check(sid, exp):
+                return True
+            if self._text_own[sid] == lex:
+                return False
+        if lex in self._text_fail:
+            return False
+        out = np.empty(TEXT_STATES, np.int64)
+        n = int(_BK.plain_states(self.lexer.trans, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), out))
+        with self._lock:
+            if self._text_size > TEXT_STATES * 64:  # the memo starts over
+                self._text_sets, self._text_own, self._text_ok, self._text_fail = [], [], {}, set()
+                rep[:] = -1
+                self._text_size = 0
+            if n < 0:
+                self._text_fail.add(lex)
+                return False
+            states = out[:n]
+            lx = self.lexer
+            sid = len(self._text_sets)
+            # what a verdict reads of them: the terminals some state ends, and the distinct sets of
+            # terminals they can reach
+            self._text_sets.append((np.bitwise_or.reduce(lx.acc_bits[states], axis=0),
+                                    np.unique(lx.reach_bits[states], axis=0)))
+            self._text_own.append(lex)
+            self._text_size += n
+            rep[states[rep[states] < 0]] = sid
+            rep[lex] = sid
+        return self._text_check(sid, exp)
+
+    def _text_check(self, sid: int, exp: np.ndarray) -> bool:
+        """Whether every state of the set ``sid`` (``_text_closed``) can still reach ``exp`` and
+        none ends a lexeme the walk looks at; kept per (set, expected set)."""
+        key = (sid, exp.tobytes())
+        ok = self._text_ok.get(key)
+        if ok is None:
+            ends, reach = self._text_sets[sid]
+            sel, look = self._restriction(exp)[5], exp | self.lexer.ignore_bits
+            ok = not (ends & sel).any() and bool((reach & look).any(axis=1).all())
+            self._text_ok[key] = ok
+        return ok
 
     @property
     def n_masks_computed(self) -> int:

@@ -452,3 +452,101 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
                 if n < 0:
                     return -1
     return n
+
+
+@njit(cache=True, nogil=True)
+def plain_states(trans, plain, forms, lex, out):  # pragma: no cover - compiled
+    """Every lexer state plain text leads to from ``lex`` (``lex`` first), the states inside its
+    multi-byte characters too, into ``out``: the states where every plain token from ``lex``
+    passes, whatever the expected set (see ``CFGEngine._plain_closed``). Returns how many; -1 when
+    some plain character is refused on the way (then some plain token dies), -2 when ``out`` is
+    full."""
+    return _plain_states(trans, plain, forms, lex, out, np.zeros(trans.shape[0], np.int32),
+                         np.empty(out.shape[0], np.int64), np.empty(_MAX_FRONTIER, np.int64),
+                         np.empty(_MAX_FRONTIER, np.int64))
+
+
+@walk_njit
+def _plain_states(trans, plain, forms, lex, out, flags, queue, frontier, nxt):  # pragma: no cover - compiled
+    # flags: bit 0 in out, bit 1 queued (a state after whole characters), bit 2 + 3k + c: the
+    # continuation bytes of form k's c-th byte followed from there
+    cap = out.shape[0]
+    out[0] = lex
+    queue[0] = lex
+    flags[lex] = 3
+    n = 1
+    nq = 1
+    head = 0
+    while head < nq:
+        q = queue[head]
+        head += 1
+        prev = -3
+        for i in range(plain.shape[0]):
+            t = trans[q, plain[i]]
+            if t == prev:
+                continue
+            prev = t
+            if t < 0:
+                return -1
+            if not flags[t] & 2:
+                if not flags[t] & 1:
+                    if n >= cap:
+                        return -2
+                    out[n] = t
+                    n += 1
+                flags[t] |= 3
+                queue[nq] = t
+                nq += 1
+        for k in range(forms.shape[0]):
+            nf = 0
+            prev = -2
+            for b in range(forms[k, 0], forms[k, 1] + 1):
+                t = trans[q, b]
+                if t == prev:
+                    continue
+                prev = t
+                if t < 0:
+                    return -1
+                nf = _add(frontier, nf, t)
+                if nf < 0:
+                    return -1
+            for c in range(forms[k, 2]):
+                bit = np.int32(1) << np.int32(2 + 3 * k + c)
+                nn = 0
+                for i in range(nf):
+                    f = frontier[i]
+                    if not flags[f] & 1:
+                        if n >= cap:
+                            return -2
+                        out[n] = f
+                        n += 1
+                        flags[f] |= 1
+                    if flags[f] & bit:
+                        continue  # followed from here before: its successors are in
+                    flags[f] |= bit
+                    prev = -2
+                    for b in range(forms[k, 3 + 2 * c], forms[k, 4 + 2 * c] + 1):
+                        t = trans[f, b]
+                        if t == prev:
+                            continue
+                        prev = t
+                        if t < 0:
+                            return -1
+                        nn = _add(nxt, nn, t)
+                        if nn < 0:
+                            return -1
+                for i in range(nn):
+                    frontier[i] = nxt[i]
+                nf = nn
+            for i in range(nf):  # the states after a whole character
+                t = frontier[i]
+                if not flags[t] & 2:
+                    if not flags[t] & 1:
+                        if n >= cap:
+                            return -2
+                        out[n] = t
+                        n += 1
+                    flags[t] |= 3
+                    queue[nq] = t
+                    nq += 1
+    return n
