@@ -204,19 +204,18 @@ def test_strings_closed_under_plain_text_take_the_split(name, real_tok, monkeypa
 
 
 def test_a_key_s_first_letters_where_any_key_may_follow_take_the_split(real_tok, monkeypatch):
-    """``CFGEngine._text_closed``: after a key's opening quote, with other keys allowed too, every
-    plain token stays inside the key whichever known key it starts; read off one set of states
-    for every property, under the expected set of each (the keys still allowed change). The
-    masks equal the full walk's."""
+    """``CFGEngine._plain_closed``: after a key's opening quote, with other keys allowed too, every
+    plain token stays inside the key whichever known key it starts, under the expected set of
+    each property (the keys still allowed change). The masks equal the full walk's."""
     verdicts: list[bool] = []
-    original = engine_mod.CFGEngine._text_closed
+    original = engine_mod.CFGEngine._plain_closed
 
     def counting(self, lex, exp):
         got = original(self, lex, exp)
         verdicts.append(got)
         return got
 
-    monkeypatch.setattr(engine_mod.CFGEngine, "_text_closed", counting)
+    monkeypatch.setattr(engine_mod.CFGEngine, "_plain_closed", counting)
     props = {k: {"type": "string", "maxLength": 8} for k in ("name", "nickname", "note", "type", "title", "été")}
     g = lg.Grammar.from_json_schema({"type": "object", "properties": props})  # other keys allowed
     for seed in range(3):

@@ -78,6 +78,8 @@ class ByteDFA:
     states of the patterns' own DFAs that state ``s`` runs, ``part[off[s]:off[s + 1]]`` (ids
     unique over all patterns, ascending) with their patterns. Two states whose components for a
     set of patterns are equal behave alike for those patterns, whatever they do for the others.
+    ``parts`` (with ``components``): ``(table, byte_column, accepting)``, the patterns' own DFAs
+    in one table: part state ``x`` moves on byte ``b`` to ``table[x, byte_column[b]]`` (-1: none).
     """
 
     _transitions: np.ndarray | None
@@ -87,6 +89,7 @@ class ByteDFA:
     byte_classes: np.ndarray
     class_transitions: np.ndarray
     components: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def transitions(self) -> np.ndarray:
@@ -363,7 +366,7 @@ def _union_dfa(parts: Sequence[ByteDFA | bytes], max_states: int, limit: str) ->
     if status:
         raise _too_many_states(max_states, limit)
     check_deadline("lexer union determinised")
-    return _canonical(trans, byte_column, accepting, (member_off, members, pattern_of))
+    return _canonical(trans, byte_column, accepting, (member_off, members, pattern_of), (table, byte_column, accept_of))
 
 
 def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitError:
@@ -482,7 +485,8 @@ def _expand(
 
 
 def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarray,
-               subsets: tuple[np.ndarray, ...] | None = None) -> ByteDFA:
+               subsets: tuple[np.ndarray, ...] | None = None,
+               parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ByteDFA:
     """Exact byte classes, breadth-first renumbering from state 0 (successors in byte order) and
     co-reachability (``automata_kernels.canonical_classes``). ``columns[s, byte_column[b]]`` is
     the move of state ``s`` on byte ``b``. ``subsets`` (a union): ``(off, members, pattern_of)``,
@@ -505,7 +509,8 @@ def _canonical(columns: np.ndarray, byte_column: np.ndarray, accepting: np.ndarr
         reachable = np.ones_like(accepting)
     else:
         reachable = coreachable(class_transitions, accepting)
-    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions, components)
+    return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions, components,
+                   parts if components is not None else None)
 
 
 def _empty_dfa(n_patterns: int) -> ByteDFA:
@@ -527,8 +532,10 @@ def _freeze(
     byte_classes: np.ndarray,
     class_transitions: np.ndarray,
     components: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> ByteDFA:
-    for a in (transitions, accepting, reachable, byte_classes, class_transitions, *(components or ())):
+    for a in (transitions, accepting, reachable, byte_classes, class_transitions, *(components or ()),
+              *(parts or ())):
         if a is not None:
             a.flags.writeable = False
-    return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions, components)
+    return ByteDFA(transitions, start, accepting, reachable, byte_classes, class_transitions, components, parts)

@@ -32,7 +32,7 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
-_BK = DirectCalls(bk, ("body_entry", "body_steps", "plain_chain", "plain_closure", "plain_states"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_text", "plain_chain", "plain_closure"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -227,10 +227,10 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
 SHARED_MAX_STATES = 1024
 """Largest lexer part (states reachable within the trie's depth) whose walks are shared across
 grammars; bigger ones are walked per grammar."""
+CLOSED_BODY = (None, None, None, None, np.zeros(256, np.uint8))
+"""``CFGEngine._body_shape`` of a state no plain text leaves the lexeme from (nothing elsewhere)."""
+CLOSED_BODY[4].setflags(write=False)
 CLOSED_SETS = 256
-TEXT_STATES = 2048
-"""The most states ``CFGEngine._text_closed`` follows from one lexer state (a key's first letters
-lead through the prefixes of every key the lexer knows)."""
 """Expected sets a grammar keeps its lexer states closed under plain text for (see
 ``CFGEngine._plain_closed``); the memo starts over when full."""
 PLAIN_ROWS_CACHED = 256
@@ -323,17 +323,12 @@ class CFGEngine:
         self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
-        # per expected set: lexer states known closed under plain text, and known not (_plain_closed)
+        # per expected set: lexer states known closed under plain text, and known not (_closure_closed)
         self._closed: dict[bytes, tuple[set[int], set[int]]] = {}
-        # _text_closed: sets of the states plain text leads to, a state's set (or one holding it:
-        # the set of a state that led to it), the verdicts per (set, expected set), and the states
-        # from which plain text is refused
-        self._text_sets: list[tuple[np.ndarray, np.ndarray]] = []
-        self._text_rep: np.ndarray | None = None
-        self._text_own: list[int] = []
-        self._text_ok: dict[tuple[int, bytes], bool] = {}
-        self._text_fail: set[int] = set()
-        self._text_size = 0
+        # per state of the terminals' own DFAs, how plain text runs from it (_plain_closed): whether
+        # none is refused, and whether the DFA accepts on the way (-1: not known yet)
+        self._part_closed = np.full(lx.part_table.shape[0], -1, np.int8)
+        self._part_ends = np.full(lx.part_table.shape[0], -1, np.int8)
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -734,7 +729,9 @@ class CFGEngine:
         """What ``_body_walk`` needs of lexer state ``lex`` for the expected set ``exp``: the chain
         ``every`` (the state after one plain character, then along its chain), the states inside
         multi-byte characters on the way to each (``first_mids`` into ``every[0]``, then the
-        chain's ``mids``/``off``) and the first bytes ``elsewhere``; None: not a string body."""
+        chain's ``mids``/``off``) and the first bytes ``elsewhere``; ``CLOSED_BODY`` when no plain
+        text leaves the lexeme whichever way it goes (``_plain_closed``: asked when plain
+        characters go several ways, before the chain); None: not a string body."""
         if split.max_chars == 0:
             return None
         R = self._restriction(exp)
@@ -743,9 +740,13 @@ class CFGEngine:
         succ, n_first = _BK.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), elsewhere, first_mids)
         if succ < 0:
             return None  # a lexeme ends here, or most plain characters do: the full walk is short
+        several = bool(elsewhere.any())
+        if several and self._plain_closed(lex, exp):
+            return CLOSED_BODY  # a key's first letters where any key may follow, say
         chain = self._plain_chain(R, exp.tobytes(), succ, split.max_chars - 1)
         if chain is None:
-            return None
+            # the characters go several ways further on (an unanchored pattern before its match)
+            return CLOSED_BODY if not several and self._plain_closed(lex, exp) else None
         states, mids, off = chain
         every = np.concatenate(([succ], states))
         return every, first_mids[:n_first].copy(), mids, off, elsewhere
@@ -794,13 +795,9 @@ class CFGEngine:
         lx = self.lexer
         shape = self._body_shape(lex, exp, split)
         if shape is None:
-            if not (split.max_chars and self._plain_closed(lex, exp)):
-                return None
-            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)  # every plain token stays inside
-        elif shape[4].any() and split.max_chars and self._text_closed(lex, exp):
-            # a key's first letters where any key may follow, say: every plain token stays inside,
-            # none walked in the full trie
-            n, elsewhere = split.max_chars, np.zeros(256, np.uint8)
+            return None
+        if shape is CLOSED_BODY:  # every plain token stays inside, none walked in the full trie
+            n, elsewhere = split.max_chars, shape[4]
         else:
             every, first_mids, mids, off, elsewhere = shape
             # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
@@ -824,9 +821,42 @@ class CFGEngine:
 
     def _plain_closed(self, lex: int, exp: np.ndarray) -> bool:
         """Whether no string of plain characters leaves the lexeme from ``lex`` for the expected set
-        ``exp`` (``body_kernels.plain_closure``): inside a string whose ``pattern`` is not matched
-        yet, say, every plain token is. The states plain text leads to are closed too: they are
-        remembered per expected set, so the states met along such a string are checked once."""
+        ``exp``: then every plain token stays inside it, whichever states its characters lead to
+        (an unanchored ``pattern`` before its match; a key's first letters where any key may
+        follow, the keys still allowed changing from one property to the next).
+
+        Read off the terminals' own DFAs that ``lex`` runs (``LexerTables.comp_*``): closed when
+        none of them that the walk looks at accepts on the way, and one that it looks for goes on
+        through any plain text, keeping every state on the way viable (``body_kernels.part_text``;
+        what it finds holds for the part states it passes too, so a string's next states are
+        mostly known). A lexer without components asks ``_closure_closed``."""
+        lx = self.lexer
+        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+            return self._closure_closed(lex, exp)
+        lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
+        parts, terms = lx.comp_part[lo:hi], lx.comp_term[lo:hi]
+        closed, ends = self._part_closed, self._part_ends
+        todo = parts[ends[parts] < 0]
+        if todo.shape[0]:  # parts met for the first time
+            _BK.parts_text(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, todo,
+                           closed, ends)
+        word, bit = terms >> 6, (terms & 63).astype(np.uint64)
+        one = np.uint64(1)
+        if ((((self._restriction(exp)[5][word] >> bit) & one) != 0) & (ends[parts] == 1)).any():
+            return False  # a lexeme the walk looks at can end on the way
+        looked = parts[(((exp | lx.ignore_bits)[word] >> bit) & one) != 0]
+        if (closed[looked] == 1).any():
+            return True
+        todo = looked[closed[looked] < 0]  # known to end nowhere (from an earlier part), not yet if closed
+        if todo.shape[0]:
+            _BK.parts_text(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, todo,
+                           closed, ends)
+        return bool((closed[looked] == 1).any())
+
+    def _closure_closed(self, lex: int, exp: np.ndarray) -> bool:
+        """``_plain_closed`` by following the lexer itself (``body_kernels.plain_closure``, states
+        that behave alike for the walk counted once). The states plain text leads to are closed
+        too: they are remembered per expected set."""
         key = exp.tobytes()
         known = self._closed.get(key)
         if known is None:
@@ -844,61 +874,6 @@ class CFGEngine:
             return False
         known[0].update(members[:n].tolist())
         return True
-
-    def _text_closed(self, lex: int, exp: np.ndarray) -> bool:
-        """``_plain_closed`` read off the states plain text leads to from ``lex`` whatever the
-        expected set (``body_kernels.plain_states``): closed when all of them can still reach
-        ``exp`` and none ends a lexeme the walk looks at. For states met under many expected sets:
-        a key's first letters, where the keys still allowed change from one property to the next.
-        The states plain text leads to from a state met on the way are a subset of its set, so
-        that set answers for them first (a key's later letters), and each set's verdict is kept
-        per expected set. False when plain text is refused on the way, or leads to more than
-        ``TEXT_STATES`` states."""
-        rep = self._text_rep
-        if rep is None:
-            rep = self._text_rep = np.full(self.lexer.n_states, -1, np.int32)
-        sid = int(rep[lex])
-        if sid >= 0:
-            if self._text_check(sid, exp):
-                return True
-            if self._text_own[sid] == lex:
-                return False
-        if lex in self._text_fail:
-            return False
-        out = np.empty(TEXT_STATES, np.int64)
-        n = int(_BK.plain_states(self.lexer.trans, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), out))
-        with self._lock:
-            if self._text_size > TEXT_STATES * 64:  # the memo starts over
-                self._text_sets, self._text_own, self._text_ok, self._text_fail = [], [], {}, set()
-                rep[:] = -1
-                self._text_size = 0
-            if n < 0:
-                self._text_fail.add(lex)
-                return False
-            states = out[:n]
-            lx = self.lexer
-            sid = len(self._text_sets)
-            # what a verdict reads of them: the terminals some state ends, and the distinct sets of
-            # terminals they can reach
-            self._text_sets.append((np.bitwise_or.reduce(lx.acc_bits[states], axis=0),
-                                    np.unique(lx.reach_bits[states], axis=0)))
-            self._text_own.append(lex)
-            self._text_size += n
-            rep[states[rep[states] < 0]] = sid
-            rep[lex] = sid
-        return self._text_check(sid, exp)
-
-    def _text_check(self, sid: int, exp: np.ndarray) -> bool:
-        """Whether every state of the set ``sid`` (``_text_closed``) can still reach ``exp`` and
-        none ends a lexeme the walk looks at; kept per (set, expected set)."""
-        key = (sid, exp.tobytes())
-        ok = self._text_ok.get(key)
-        if ok is None:
-            ends, reach = self._text_sets[sid]
-            sel, look = self._restriction(exp)[5], exp | self.lexer.ignore_bits
-            ok = not (ends & sel).any() and bool((reach & look).any(axis=1).all())
-            self._text_ok[key] = ok
-        return ok
 
     @property
     def n_masks_computed(self) -> int:

@@ -34,6 +34,7 @@ def _ro(a: np.ndarray) -> np.ndarray:
 
 
 _NO_COMPONENTS = (_ro(np.zeros(0, np.int64)), _ro(np.zeros(0, np.int32)))
+_NO_PARTS = (_ro(np.full((0, 1), -1, np.int32)), _ro(np.zeros(256, np.int32)), _ro(np.zeros(0, np.bool_)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +56,11 @@ class LexerTables:
     comp_off: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[0])
     comp_term: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
     comp_part: np.ndarray = field(default_factory=lambda: _NO_COMPONENTS[1])
+    # the terminals' own DFAs those parts are states of (ByteDFA.parts): part x moves on byte b to
+    # part_table[x, part_column[b]] (-1: none), accepting where part_acc; empty with comp_off
+    part_table: np.ndarray = field(default_factory=lambda: _NO_PARTS[0])
+    part_column: np.ndarray = field(default_factory=lambda: _NO_PARTS[1])
+    part_acc: np.ndarray = field(default_factory=lambda: _NO_PARTS[2])
     # a lexer of one regex terminal: that terminal's minimal DFA (before the fresh start state), so
     # a grammar whose text is one lexeme can compile as the DFA (kept for no other lexer: it holds
     # a second copy of the table)
@@ -156,13 +162,13 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         dfa = build_dfa(regex_terms, max_states=cap, limit=limit) if regex_terms else None
         if dfa is not None and dfa.start < 0 and len(regex_terms) == n_t:
             raise GrammarError("no terminal of the grammar matches any string")
-        components = None
+        components = parts = None
         if len(regex_terms) == n_t:
             trans = np.asarray(dfa.transitions, dtype=np.int32)
             acc = np.asarray(dfa.accepting, dtype=bool)
             reach = np.asarray(dfa.reachable, dtype=bool)
             start = int(dfa.start)
-            components = dfa.components
+            components, parts = dfa.components, dfa.parts
         else:  # custom recognizers embedded as terminals: the product with their explored automata
             trans, acc, reach, start = _product(terms, dfa, cap, limit)
     except LimitError as e:
@@ -195,6 +201,8 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
         comp = dict(comp_off=_ro(np.append(off, off[-1] + (hi - lo))),
                     comp_term=_ro(np.concatenate([term, term[lo:hi]])),
                     comp_part=_ro(np.concatenate([part, part[lo:hi]])))
+        if parts is not None:
+            comp.update(part_table=parts[0], part_column=parts[1], part_acc=parts[2])
     start = n
     rank = np.full(n_words * 64, -(2**40), dtype=np.int64)
     if cfg.lex_mode != "chars":  # chars mode: every match counts, no preferences

@@ -454,27 +454,55 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
     return n
 
 
+
+
+
 @njit(cache=True, nogil=True)
-def plain_states(trans, plain, forms, lex, out):  # pragma: no cover - compiled
-    """Every lexer state plain text leads to from ``lex`` (``lex`` first), the states inside its
-    multi-byte characters too, into ``out``: the states where every plain token from ``lex``
-    passes, whatever the expected set (see ``CFGEngine._plain_closed``). Returns how many; -1 when
-    some plain character is refused on the way (then some plain token dies), -2 when ``out`` is
-    full."""
-    return _plain_states(trans, plain, forms, lex, out, np.zeros(trans.shape[0], np.int32),
-                         np.empty(out.shape[0], np.int64), np.empty(_MAX_FRONTIER, np.int64),
-                         np.empty(_MAX_FRONTIER, np.int64))
+def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma: no cover - compiled
+    """How plain text (see the module docstring) runs from each state ``p`` of ``todo`` in the
+    terminals' own DFAs (``table[x, column[b]]``, -1: none; accepting where ``acc``), for those
+    not known yet (-1): ``closed[p] = 1`` when every string of plain characters goes on from
+    there (none is refused), ``ends[p] = 1`` when the DFA accepts at ``p`` or on the way (also
+    inside a multi-byte character). The states after whole characters that ``p``'s text passes
+    have a subset of it: they get ``closed = 1`` when ``p`` is closed, ``ends = 0`` when ``p``
+    accepts nowhere. A terminal that goes on through any plain text and accepts only after
+    something else (a JSON string's closing quote) keeps a lexer state it runs viable, and ends
+    no lexeme, along every plain token."""
+    n = table.shape[0]
+    flags = np.zeros(n, np.int32)
+    queue = np.empty(n, np.int64)
+    touched = np.empty(n, np.int64)
+    frontier = np.empty(_MAX_FRONTIER, np.int64)
+    nxt = np.empty(_MAX_FRONTIER, np.int64)
+    for j in range(todo.shape[0]):
+        p = todo[j]
+        if closed[p] >= 0 and ends[p] >= 0:
+            continue
+        code, nq, nt = _part_text(table, column, acc, plain, forms, p, flags, queue, touched, frontier, nxt)
+        if code & 1:
+            for i in range(nq):
+                closed[queue[i]] = 1
+        if not code & 2:
+            for i in range(nq):
+                ends[queue[i]] = 0
+        closed[p] = code & 1
+        ends[p] = code >> 1
+        for i in range(nt):
+            flags[touched[i]] = 0
 
 
 @walk_njit
-def _plain_states(trans, plain, forms, lex, out, flags, queue, frontier, nxt):  # pragma: no cover - compiled
-    # flags: bit 0 in out, bit 1 queued (a state after whole characters), bit 2 + 3k + c: the
-    # continuation bytes of form k's c-th byte followed from there
-    cap = out.shape[0]
-    out[0] = lex
-    queue[0] = lex
-    flags[lex] = 3
-    n = 1
+def _part_text(table, column, acc, plain, forms, p, flags, queue, touched, frontier, nxt):  # pragma: no cover - compiled
+    """:func:`parts_text` for one state: ``(code, nq, nt)``, bit 0 of ``code`` closed, bit 1 ends
+    (``2`` when a frontier overflows: safe); the states after whole characters passed are
+    ``queue[:nq]``, every state whose ``flags`` it set is in ``touched[:nt]``. ``flags``: bit 1
+    queued, bit 2 + 3k + c: the continuation bytes of form k's c-th byte followed from there."""
+    closed = True
+    ends = acc[p]
+    queue[0] = p
+    flags[p] = 2
+    touched[0] = p
+    nt = 1
     nq = 1
     head = 0
     while head < nq:
@@ -482,71 +510,70 @@ def _plain_states(trans, plain, forms, lex, out, flags, queue, frontier, nxt):  
         head += 1
         prev = -3
         for i in range(plain.shape[0]):
-            t = trans[q, plain[i]]
+            t = table[q, column[plain[i]]]
             if t == prev:
                 continue
             prev = t
             if t < 0:
-                return -1
+                closed = False
+                continue
             if not flags[t] & 2:
-                if not flags[t] & 1:
-                    if n >= cap:
-                        return -2
-                    out[n] = t
-                    n += 1
-                flags[t] |= 3
+                if flags[t] == 0:
+                    touched[nt] = t
+                    nt += 1
+                ends = ends or acc[t]
+                flags[t] |= 2
                 queue[nq] = t
                 nq += 1
         for k in range(forms.shape[0]):
             nf = 0
             prev = -2
             for b in range(forms[k, 0], forms[k, 1] + 1):
-                t = trans[q, b]
+                t = table[q, column[b]]
                 if t == prev:
                     continue
                 prev = t
                 if t < 0:
-                    return -1
+                    closed = False
+                    continue
+                ends = ends or acc[t]
                 nf = _add(frontier, nf, t)
                 if nf < 0:
-                    return -1
+                    return 2, nq, nt
             for c in range(forms[k, 2]):
                 bit = np.int32(1) << np.int32(2 + 3 * k + c)
                 nn = 0
                 for i in range(nf):
                     f = frontier[i]
-                    if not flags[f] & 1:
-                        if n >= cap:
-                            return -2
-                        out[n] = f
-                        n += 1
-                        flags[f] |= 1
                     if flags[f] & bit:
                         continue  # followed from here before: its successors are in
+                    if flags[f] == 0:
+                        touched[nt] = f
+                        nt += 1
                     flags[f] |= bit
                     prev = -2
                     for b in range(forms[k, 3 + 2 * c], forms[k, 4 + 2 * c] + 1):
-                        t = trans[f, b]
+                        t = table[f, column[b]]
                         if t == prev:
                             continue
                         prev = t
                         if t < 0:
-                            return -1
+                            closed = False
+                            continue
+                        ends = ends or acc[t]
                         nn = _add(nxt, nn, t)
                         if nn < 0:
-                            return -1
+                            return 2, nq, nt
                 for i in range(nn):
                     frontier[i] = nxt[i]
                 nf = nn
             for i in range(nf):  # the states after a whole character
                 t = frontier[i]
                 if not flags[t] & 2:
-                    if not flags[t] & 1:
-                        if n >= cap:
-                            return -2
-                        out[n] = t
-                        n += 1
-                    flags[t] |= 3
+                    if flags[t] == 0:
+                        touched[nt] = t
+                        nt += 1
+                    flags[t] |= 2
                     queue[nq] = t
                     nq += 1
-    return n
+    return (1 if closed else 0) | (2 if ends else 0), nq, nt
