@@ -247,4 +247,28 @@ def test_plain_closure_refuses_a_state_plain_text_can_leave(tok_tekken):
     n = engine_mod._BK.plain_closure(eng._restriction(exp), bk.PLAIN_ASCII, bk.UTF8_FORMS, lex, members)
     assert n >= 2 and members[0] == lex  # before the match, after an "a", (after the match)
     assert eng._plain_closed(lex, exp)
-    assert all(eng._plain_closed(int(s), exp) for s in members[:n])  # remembered as closed
+    assert all(eng._plain_closed(int(s), exp) for s in members[:n])
+    # the lexer's own states (for a lexer without components) say the same, and remember it
+    assert eng._closure_closed(lex, exp) and all(int(s) in eng._closed[exp.tobytes()][0] for s in members[:n])
+
+
+def test_part_text_codes_match_the_terminals_languages():
+    """``body_kernels.parts_text`` on small terminals: a JSON string goes on through any plain
+    text and accepts only after its closing quote; a bounded one refuses text past its bound; a
+    literal key refuses most characters; a terminal that accepts on a plain character ends."""
+    from logitgate.automata.dfa import build_dfa
+    from logitgate.kernels import body_kernels as bk
+    from logitgate.regex.parser import parse
+
+    nodes = [parse(r'"[^"\\\x00-\x1f]*"'), parse(r'"[^"\\\x00-\x1f]{0,3}"'), parse('"name"'), parse("[a-z]+")]
+    dfa = build_dfa(nodes)
+    table, column, acc = dfa.parts
+    off, term, part = dfa.components
+    starts = {int(term[k]): int(part[k]) for k in range(off[dfa.start], off[dfa.start + 1])}
+    closed = np.full(table.shape[0], -1, np.int8)
+    ends = np.full(table.shape[0], -1, np.int8)
+    # the states after the opening quote (the fourth terminal: its first letter)
+    after = [int(table[starts[k], column[ord('"')]]) for k in range(3)] + [int(table[starts[3], column[ord("a")]])]
+    bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array(after, np.int64), closed, ends)
+    assert [int(closed[x]) for x in after] == [1, 0, 0, 0]
+    assert [int(ends[x]) for x in after] == [0, 0, 0, 1]

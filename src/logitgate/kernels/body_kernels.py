@@ -52,6 +52,34 @@ def _add(arr, n, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _targets(trans, reach_bits, exp, ign, s, lo, hi, out, n):  # pragma: no cover - compiled
+    """Add the :func:`_canon` targets of state ``s`` on the bytes ``lo..hi`` to ``out[:n]``
+    (distinct; runs of one target in a row looked at once): the new length, -1 when full."""
+    prev = -2
+    for b in range(lo, hi + 1):
+        t = trans[s, b]
+        if t == prev:
+            continue
+        prev = t
+        n = _add(out, n, _canon(reach_bits, exp, ign, t))
+        if n < 0:
+            return -1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _continue(trans, reach_bits, exp, ign, frontier, nf, lo, hi, nxt):  # pragma: no cover - compiled
+    """The distinct :func:`_canon` targets of the states ``frontier[:nf]`` on the continuation
+    bytes ``lo..hi`` into ``nxt``: how many, -1 when ``nxt`` is full."""
+    nn = 0
+    for i in range(nf):
+        nn = _targets(trans, reach_bits, exp, ign, frontier[i], lo, hi, nxt, nn)
+        if nn < 0:
+            return -1
+    return nn
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _reaches(reach_bits, s, exp, ign):  # pragma: no cover - compiled
     """Whether lexer state ``s`` can still reach a terminal in ``exp`` or ``ign`` (the same test
     as ``earley_kernels._viable``, kept here: numba's cache does not follow a call into another
@@ -131,16 +159,9 @@ def _utf8_mids(R, forms, s, succ, mids, start, frontier, nxt):  # pragma: no cov
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
     n_mids = start
     for k in range(forms.shape[0]):
-        nf = 0
-        prev = -2  # runs of bytes with one target (most of a row) are looked at once
-        for b in range(forms[k, 0], forms[k, 1] + 1):
-            t = trans[s, b]
-            if t == prev:
-                continue
-            prev = t
-            nf = _add(frontier, nf, _canon(reach_bits, exp, ign, t))
-            if nf < 0:
-                return -1
+        nf = _targets(trans, reach_bits, exp, ign, s, forms[k, 0], forms[k, 1], frontier, 0)
+        if nf < 0:
+            return -1
         if succ < 0:
             if nf != 1 or frontier[0] != -1:
                 return -1
@@ -159,20 +180,9 @@ def _utf8_mids(R, forms, s, succ, mids, start, frontier, nxt):  # pragma: no cov
                         return -1
                     mids[n_mids] = frontier[i]
                     n_mids += 1
-            lo = forms[k, 3 + 2 * c]
-            hi = forms[k, 4 + 2 * c]
-            nn = 0
-            for i in range(nf):
-                f = frontier[i]
-                prev = -2
-                for b in range(lo, hi + 1):
-                    t = trans[f, b]
-                    if t == prev:
-                        continue
-                    prev = t
-                    nn = _add(nxt, nn, _canon(reach_bits, exp, ign, t))
-                    if nn < 0:
-                        return -1
+            nn = _continue(trans, reach_bits, exp, ign, frontier, nf, forms[k, 3 + 2 * c], forms[k, 4 + 2 * c], nxt)
+            if nn < 0:
+                return -1
             for i in range(nn):
                 frontier[i] = nxt[i]
             nf = nn
@@ -414,34 +424,17 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
             if n < 0:
                 return -1
         for k in range(forms.shape[0]):
-            nf = 0
-            prev = -2
-            for b in range(forms[k, 0], forms[k, 1] + 1):
-                t = trans[q, b]
-                if t == prev:
-                    continue
-                prev = t
-                nf = _add(frontier, nf, _canon(reach_bits, exp, ign, t))
-                if nf < 0:
-                    return -1
+            nf = _targets(trans, reach_bits, exp, ign, q, forms[k, 0], forms[k, 1], frontier, 0)
+            if nf < 0:
+                return -1
             for c in range(forms[k, 2]):
                 for i in range(nf):  # a state inside a character: the walk goes on, no lexeme ends
                     if frontier[i] < 0 or _ends(acc_bits, sel, frontier[i]):
                         return -1
-                lo = forms[k, 3 + 2 * c]
-                hi = forms[k, 4 + 2 * c]
-                nn = 0
-                for i in range(nf):
-                    f = frontier[i]
-                    prev = -2
-                    for b in range(lo, hi + 1):
-                        t = trans[f, b]
-                        if t == prev:
-                            continue
-                        prev = t
-                        nn = _add(nxt, nn, _canon(reach_bits, exp, ign, t))
-                        if nn < 0:
-                            return -1
+                nn = _continue(trans, reach_bits, exp, ign, frontier, nf, forms[k, 3 + 2 * c], forms[k, 4 + 2 * c],
+                               nxt)
+                if nn < 0:
+                    return -1
                 for i in range(nn):
                     frontier[i] = nxt[i]
                 nf = nn
@@ -452,9 +445,6 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
                 if n < 0:
                     return -1
     return n
-
-
-
 
 
 @njit(cache=True, nogil=True)
@@ -491,6 +481,42 @@ def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma:
             flags[touched[i]] = 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _part_moves(table, column, acc, q, lo, hi, out, n):  # pragma: no cover - compiled
+    """Add the targets of part state ``q`` on the bytes ``lo..hi`` to ``out[:n]`` (distinct; runs
+    of one target looked at once): ``(n, refused, accepts)``, ``n`` -1 when ``out`` is full,
+    ``refused`` when some byte has no move, ``accepts`` when some target accepts."""
+    refused = False
+    accepts = False
+    prev = -2
+    for b in range(lo, hi + 1):
+        t = table[q, column[b]]
+        if t == prev:
+            continue
+        prev = t
+        if t < 0:
+            refused = True
+            continue
+        accepts = accepts or acc[t]
+        n = _add(out, n, t)
+        if n < 0:
+            break
+    return n, refused, accepts
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _enqueue(flags, touched, nt, queue, nq, t):  # pragma: no cover - compiled
+    """Queue part state ``t`` (a state after whole characters) unless it was: ``(nt, nq)``."""
+    if not flags[t] & 2:
+        if flags[t] == 0:
+            touched[nt] = t
+            nt += 1
+        flags[t] |= 2
+        queue[nq] = t
+        nq += 1
+    return nt, nq
+
+
 @walk_njit
 def _part_text(table, column, acc, plain, forms, p, flags, queue, touched, frontier, nxt):  # pragma: no cover - compiled
     """:func:`parts_text` for one state: ``(code, nq, nt)``, bit 0 of ``code`` closed, bit 1 ends
@@ -517,29 +543,14 @@ def _part_text(table, column, acc, plain, forms, p, flags, queue, touched, front
             if t < 0:
                 closed = False
                 continue
-            if not flags[t] & 2:
-                if flags[t] == 0:
-                    touched[nt] = t
-                    nt += 1
-                ends = ends or acc[t]
-                flags[t] |= 2
-                queue[nq] = t
-                nq += 1
+            ends = ends or acc[t]
+            nt, nq = _enqueue(flags, touched, nt, queue, nq, t)
         for k in range(forms.shape[0]):
-            nf = 0
-            prev = -2
-            for b in range(forms[k, 0], forms[k, 1] + 1):
-                t = table[q, column[b]]
-                if t == prev:
-                    continue
-                prev = t
-                if t < 0:
-                    closed = False
-                    continue
-                ends = ends or acc[t]
-                nf = _add(frontier, nf, t)
-                if nf < 0:
-                    return 2, nq, nt
+            nf, refused, accepts = _part_moves(table, column, acc, q, forms[k, 0], forms[k, 1], frontier, 0)
+            closed = closed and not refused
+            ends = ends or accepts
+            if nf < 0:
+                return 2, nq, nt
             for c in range(forms[k, 2]):
                 bit = np.int32(1) << np.int32(2 + 3 * k + c)
                 nn = 0
@@ -551,29 +562,15 @@ def _part_text(table, column, acc, plain, forms, p, flags, queue, touched, front
                         touched[nt] = f
                         nt += 1
                     flags[f] |= bit
-                    prev = -2
-                    for b in range(forms[k, 3 + 2 * c], forms[k, 4 + 2 * c] + 1):
-                        t = table[f, column[b]]
-                        if t == prev:
-                            continue
-                        prev = t
-                        if t < 0:
-                            closed = False
-                            continue
-                        ends = ends or acc[t]
-                        nn = _add(nxt, nn, t)
-                        if nn < 0:
-                            return 2, nq, nt
+                    nn, refused, accepts = _part_moves(table, column, acc, f, forms[k, 3 + 2 * c], forms[k, 4 + 2 * c],
+                                                       nxt, nn)
+                    closed = closed and not refused
+                    ends = ends or accepts
+                    if nn < 0:
+                        return 2, nq, nt
                 for i in range(nn):
                     frontier[i] = nxt[i]
                 nf = nn
             for i in range(nf):  # the states after a whole character
-                t = frontier[i]
-                if not flags[t] & 2:
-                    if flags[t] == 0:
-                        touched[nt] = t
-                        nt += 1
-                    flags[t] |= 2
-                    queue[nq] = t
-                    nq += 1
+                nt, nq = _enqueue(flags, touched, nt, queue, nq, frontier[i])
     return (1 if closed else 0) | (2 if ends else 0), nq, nt
