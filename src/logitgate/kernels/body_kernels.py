@@ -447,130 +447,150 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
     return n
 
 
+PART_TEXT_STATES = 4096
+"""The most states :func:`parts_text` follows from one part state (those after whole characters and
+those inside one); past it, that state alone is answered "refuses text and accepts on the way"
+(safe: it is then not closed)."""
+
+
 @njit(cache=True, nogil=True)
 def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma: no cover - compiled
     """How plain text (see the module docstring) runs from each state ``p`` of ``todo`` in the
     terminals' own DFAs (``table[x, column[b]]``, -1: none; accepting where ``acc``), for those
     not known yet (-1): ``closed[p] = 1`` when every string of plain characters goes on from
     there (none is refused), ``ends[p] = 1`` when the DFA accepts at ``p`` or on the way (also
-    inside a multi-byte character). The states after whole characters that ``p``'s text passes
-    have a subset of it: they get ``closed = 1`` when ``p`` is closed, ``ends = 0`` when ``p``
-    accepts nowhere. A terminal that goes on through any plain text and accepts only after
-    something else (a JSON string's closing quote) keeps a lexer state it runs viable, and ends
-    no lexeme, along every plain token."""
+    inside a multi-byte character). Every state after whole characters that ``p``'s text passes
+    is answered too (the same search read backwards: a state is not closed when it reaches a
+    refused byte, ends when it reaches an accepting state), so a string's next states, a length
+    counter's say, are known at once. A terminal that goes on through any plain text and accepts
+    only after something else (a JSON string's closing quote) keeps a lexer state it runs viable,
+    and ends no lexeme, along every plain token."""
     n = table.shape[0]
-    flags = np.zeros(n, np.int32)
-    queue = np.empty(n, np.int64)
-    touched = np.empty(n, np.int64)
-    frontier = np.empty(_MAX_FRONTIER, np.int64)
-    nxt = np.empty(_MAX_FRONTIER, np.int64)
+    cap = min(n * (1 + 3 * forms.shape[0]), PART_TEXT_STATES)
+    # the search's nodes: a state after whole characters (role -1), or a state inside a character
+    # of form k awaiting its c-th continuation byte (role 3k + c), found through a hash table
+    size = 1
+    while size < 2 * cap:
+        size *= 2
+    slots = np.full(size, -1, np.int32)
+    node_state = np.empty(cap, np.int64)
+    node_role = np.empty(cap, np.int32)
+    node_slot = np.empty(cap, np.int64)
+    refused = np.empty(cap, np.bool_)  # a byte of a plain character is refused right from there
+    accepts = np.empty(cap, np.bool_)
+    e_src = np.empty(32 * cap, np.int32)
+    e_dst = np.empty(32 * cap, np.int32)
     for j in range(todo.shape[0]):
         p = todo[j]
         if closed[p] >= 0 and ends[p] >= 0:
             continue
-        code, nq, nt = _part_text(table, column, acc, plain, forms, p, flags, queue, touched, frontier, nxt)
-        if code & 1:
-            for i in range(nq):
-                closed[queue[i]] = 1
-        if not code & 2:
-            for i in range(nq):
-                ends[queue[i]] = 0
-        closed[p] = code & 1
-        ends[p] = code >> 1
-        for i in range(nt):
-            flags[touched[i]] = 0
+        nn, ne = _part_search(table, column, acc, plain, forms, p, slots, node_state, node_role, node_slot, refused,
+                              accepts, e_src, e_dst)
+        if nn < 0:  # too big: this state alone, safely
+            nn = -nn - 1
+            closed[p] = 0
+            ends[p] = 1
+        else:
+            changed = True  # backwards over the edges until nothing changes (breadth-first order)
+            while changed:
+                changed = False
+                for e in range(ne - 1, -1, -1):
+                    a = e_src[e]
+                    b = e_dst[e]
+                    if refused[b] and not refused[a]:
+                        refused[a] = True
+                        changed = True
+                    if accepts[b] and not accepts[a]:
+                        accepts[a] = True
+                        changed = True
+            for i in range(nn):
+                if node_role[i] < 0:
+                    closed[node_state[i]] = 0 if refused[i] else 1
+                    ends[node_state[i]] = 1 if accepts[i] else 0
+        for i in range(nn):
+            slots[node_slot[i]] = -1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _part_moves(table, column, acc, q, lo, hi, out, n):  # pragma: no cover - compiled
-    """Add the targets of part state ``q`` on the bytes ``lo..hi`` to ``out[:n]`` (distinct; runs
-    of one target looked at once): ``(n, refused, accepts)``, ``n`` -1 when ``out`` is full,
-    ``refused`` when some byte has no move, ``accepts`` when some target accepts."""
-    refused = False
-    accepts = False
-    prev = -2
-    for b in range(lo, hi + 1):
-        t = table[q, column[b]]
-        if t == prev:
-            continue
-        prev = t
-        if t < 0:
-            refused = True
-            continue
-        accepts = accepts or acc[t]
-        n = _add(out, n, t)
-        if n < 0:
-            break
-    return n, refused, accepts
+def _part_node(slots, node_state, node_role, node_slot, refused, accepts, acc, nn, t, role):  # pragma: no cover
+    """The search node of state ``t`` in ``role`` (added when new, its hash slot kept in
+    ``node_slot``): ``(index, nn)``, index -1 when the nodes are full."""
+    key = t * 32 + role + 1
+    mask = slots.shape[0] - 1
+    h = (key * 0x9E3779B1) & mask
+    while slots[h] >= 0:
+        k = slots[h]
+        if node_state[k] == t and node_role[k] == role:
+            return k, nn
+        h = (h + 1) & mask
+    if nn >= node_state.shape[0]:
+        return -1, nn
+    slots[h] = nn
+    node_slot[nn] = h
+    node_state[nn] = t
+    node_role[nn] = role
+    refused[nn] = False
+    accepts[nn] = acc[t]
+    return nn, nn + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _enqueue(flags, touched, nt, queue, nq, t):  # pragma: no cover - compiled
-    """Queue part state ``t`` (a state after whole characters) unless it was: ``(nt, nq)``."""
-    if not flags[t] & 2:
-        if flags[t] == 0:
-            touched[nt] = t
-            nt += 1
-        flags[t] |= 2
-        queue[nq] = t
-        nq += 1
-    return nt, nq
+def _part_edge(slots, node_state, node_role, node_slot, refused, accepts, acc, nn, e_src, e_dst, ne, src, t,
+               role):  # pragma: no cover - compiled
+    """The move from node ``src`` to state ``t`` in ``role`` (-1: refused, marked on ``src``):
+    ``(nn, ne)`` after adding the node and the edge, ``(-nn - 1, ne)`` when either overflows."""
+    if t < 0:
+        refused[src] = True
+        return nn, ne
+    dst, nn = _part_node(slots, node_state, node_role, node_slot, refused, accepts, acc, nn, t, role)
+    if dst < 0 or ne >= e_src.shape[0]:
+        return -nn - 1, ne
+    e_src[ne] = src
+    e_dst[ne] = dst
+    return nn, ne + 1
 
 
 @walk_njit
-def _part_text(table, column, acc, plain, forms, p, flags, queue, touched, frontier, nxt):  # pragma: no cover - compiled
-    """:func:`parts_text` for one state: ``(code, nq, nt)``, bit 0 of ``code`` closed, bit 1 ends
-    (``2`` when a frontier overflows: safe); the states after whole characters passed are
-    ``queue[:nq]``, every state whose ``flags`` it set is in ``touched[:nt]``. ``flags``: bit 1
-    queued, bit 2 + 3k + c: the continuation bytes of form k's c-th byte followed from there."""
-    closed = True
-    ends = acc[p]
-    queue[0] = p
-    flags[p] = 2
-    touched[0] = p
-    nt = 1
-    nq = 1
+def _part_search(table, column, acc, plain, forms, p, slots, node_state, node_role, node_slot, refused, accepts,
+                 e_src, e_dst):  # pragma: no cover - compiled
+    """:func:`parts_text`'s search from ``p``, breadth-first over nodes (see there): ``(nn, ne)``,
+    the nodes and the edges ``e_src[:ne]`` -> ``e_dst[:ne]`` between them; ``-nn - 1`` when the
+    nodes or the edges overflow."""
+    _, nn = _part_node(slots, node_state, node_role, node_slot, refused, accepts, acc, 0, p, -1)
+    ne = 0
     head = 0
-    while head < nq:
-        q = queue[head]
+    while head < nn:
+        src = head
+        q = node_state[head]
+        role = node_role[head]
         head += 1
-        prev = -3
-        for i in range(plain.shape[0]):
-            t = table[q, column[plain[i]]]
-            if t == prev:
-                continue
-            prev = t
-            if t < 0:
-                closed = False
-                continue
-            ends = ends or acc[t]
-            nt, nq = _enqueue(flags, touched, nt, queue, nq, t)
-        for k in range(forms.shape[0]):
-            nf, refused, accepts = _part_moves(table, column, acc, q, forms[k, 0], forms[k, 1], frontier, 0)
-            closed = closed and not refused
-            ends = ends or accepts
-            if nf < 0:
-                return 2, nq, nt
-            for c in range(forms[k, 2]):
-                bit = np.int32(1) << np.int32(2 + 3 * k + c)
-                nn = 0
-                for i in range(nf):
-                    f = frontier[i]
-                    if flags[f] & bit:
-                        continue  # followed from here before: its successors are in
-                    if flags[f] == 0:
-                        touched[nt] = f
-                        nt += 1
-                    flags[f] |= bit
-                    nn, refused, accepts = _part_moves(table, column, acc, f, forms[k, 3 + 2 * c], forms[k, 4 + 2 * c],
-                                                       nxt, nn)
-                    closed = closed and not refused
-                    ends = ends or accepts
+        if role < 0:  # after whole characters: plain ASCII, then the lead bytes of every form
+            for k in range(-1, forms.shape[0]):
+                lo = 0 if k < 0 else forms[k, 0]
+                hi = plain.shape[0] - 1 if k < 0 else forms[k, 1]
+                nrole = -1 if k < 0 else 3 * k
+                prev = -3
+                for i in range(lo, hi + 1):
+                    t = table[q, column[plain[i] if k < 0 else i]]
+                    if t == prev:
+                        continue
+                    prev = t
+                    nn, ne = _part_edge(slots, node_state, node_role, node_slot, refused, accepts, acc, nn, e_src, e_dst,
+                                        ne, src, t, nrole)
                     if nn < 0:
-                        return 2, nq, nt
-                for i in range(nn):
-                    frontier[i] = nxt[i]
-                nf = nn
-            for i in range(nf):  # the states after a whole character
-                nt, nq = _enqueue(flags, touched, nt, queue, nq, frontier[i])
-    return (1 if closed else 0) | (2 if ends else 0), nq, nt
+                        return nn, ne
+        else:  # inside a character of form k, before its c-th continuation byte
+            k = role // 3
+            c = role % 3
+            nrole = -1 if c + 1 == forms[k, 2] else role + 1
+            prev = -3
+            for b in range(forms[k, 3 + 2 * c], forms[k, 4 + 2 * c] + 1):
+                t = table[q, column[b]]
+                if t == prev:
+                    continue
+                prev = t
+                nn, ne = _part_edge(slots, node_state, node_role, node_slot, refused, accepts, acc, nn, e_src, e_dst, ne,
+                                    src, t, nrole)
+                if nn < 0:
+                    return nn, ne
+    return nn, ne
