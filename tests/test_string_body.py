@@ -269,6 +269,6 @@ def test_part_text_codes_match_the_terminals_languages():
     ends = np.full(table.shape[0], -1, np.int8)
     # the states after the opening quote (the fourth terminal: its first letter)
     after = [int(table[starts[k], column[ord('"')]]) for k in range(3)] + [int(table[starts[3], column[ord("a")]])]
-    bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array(after, np.int64), closed, ends)
+    bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array(after, np.int32), closed, ends)
     assert [int(closed[x]) for x in after] == [1, 0, 0, 0]
     assert [int(ends[x]) for x in after] == [0, 0, 0, 1]

@@ -14,7 +14,7 @@ run the same states of ``sel``'s terminals' own DFAs (``comp_*``, see ``LexerTab
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
 from . import walk_njit
@@ -453,62 +453,8 @@ those inside one); past it, that state alone is answered "refuses text and accep
 (safe: it is then not closed)."""
 
 
-@njit(cache=True, nogil=True)
-def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma: no cover - compiled
-    """How plain text (see the module docstring) runs from each state ``p`` of ``todo`` in the
-    terminals' own DFAs (``table[x, column[b]]``, -1: none; accepting where ``acc``), for those
-    not known yet (-1): ``closed[p] = 1`` when every string of plain characters goes on from
-    there (none is refused), ``ends[p] = 1`` when the DFA accepts at ``p`` or on the way (also
-    inside a multi-byte character). Every state after whole characters that ``p``'s text passes
-    is answered too (the same search read backwards: a state is not closed when it reaches a
-    refused byte, ends when it reaches an accepting state), so a string's next states, a length
-    counter's say, are known at once. A terminal that goes on through any plain text and accepts
-    only after something else (a JSON string's closing quote) keeps a lexer state it runs viable,
-    and ends no lexeme, along every plain token."""
-    n = table.shape[0]
-    cap = min(n * (1 + 3 * forms.shape[0]), PART_TEXT_STATES)
-    # the search's nodes: a state after whole characters (role -1), or a state inside a character
-    # of form k awaiting its c-th continuation byte (role 3k + c), found through a hash table
-    size = 1
-    while size < 2 * cap:
-        size *= 2
-    slots = np.full(size, -1, np.int32)
-    node_state = np.empty(cap, np.int64)
-    node_role = np.empty(cap, np.int32)
-    node_slot = np.empty(cap, np.int64)
-    refused = np.empty(cap, np.bool_)  # a byte of a plain character is refused right from there
-    accepts = np.empty(cap, np.bool_)
-    e_src = np.empty(32 * cap, np.int32)
-    e_dst = np.empty(32 * cap, np.int32)
-    for j in range(todo.shape[0]):
-        p = todo[j]
-        if closed[p] >= 0 and ends[p] >= 0:
-            continue
-        nn, ne = _part_search(table, column, acc, plain, forms, p, slots, node_state, node_role, node_slot, refused,
-                              accepts, e_src, e_dst)
-        if nn < 0:  # too big: this state alone, safely
-            nn = -nn - 1
-            closed[p] = 0
-            ends[p] = 1
-        else:
-            changed = True  # backwards over the edges until nothing changes (breadth-first order)
-            while changed:
-                changed = False
-                for e in range(ne - 1, -1, -1):
-                    a = e_src[e]
-                    b = e_dst[e]
-                    if refused[b] and not refused[a]:
-                        refused[a] = True
-                        changed = True
-                    if accepts[b] and not accepts[a]:
-                        accepts[a] = True
-                        changed = True
-            for i in range(nn):
-                if node_role[i] < 0:
-                    closed[node_state[i]] = 0 if refused[i] else 1
-                    ends[node_state[i]] = 1 if accepts[i] else 0
-        for i in range(nn):
-            slots[node_slot[i]] = -1
+def _ro(dtype: object, ndim: int) -> object:
+    return types.Array(dtype, ndim, "C", readonly=True)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -594,3 +540,64 @@ def _part_search(table, column, acc, plain, forms, p, slots, node_state, node_ro
                 if nn < 0:
                     return nn, ne
     return nn, ne
+
+
+@njit(types.void(_ro(types.int32, 2), _ro(types.int32, 1), _ro(types.boolean, 1), _ro(types.int64, 1),
+                 _ro(types.int64, 2), types.Array(types.int32, 1, "C"), types.Array(types.int8, 1, "C"),
+                 types.Array(types.int8, 1, "C")),
+      cache=True, nogil=True)  # loaded at import: a first call mid-generation would cost milliseconds
+def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma: no cover - compiled
+    """How plain text (see the module docstring) runs from each state ``p`` of ``todo`` in the
+    terminals' own DFAs (``table[x, column[b]]``, -1: none; accepting where ``acc``), for those
+    not known yet (-1): ``closed[p] = 1`` when every string of plain characters goes on from
+    there (none is refused), ``ends[p] = 1`` when the DFA accepts at ``p`` or on the way (also
+    inside a multi-byte character). Every state after whole characters that ``p``'s text passes
+    is answered too (the same search read backwards: a state is not closed when it reaches a
+    refused byte, ends when it reaches an accepting state), so a string's next states, a length
+    counter's say, are known at once. A terminal that goes on through any plain text and accepts
+    only after something else (a JSON string's closing quote) keeps a lexer state it runs viable,
+    and ends no lexeme, along every plain token."""
+    n = table.shape[0]
+    cap = min(n * (1 + 3 * forms.shape[0]), PART_TEXT_STATES)
+    # the search's nodes: a state after whole characters (role -1), or a state inside a character
+    # of form k awaiting its c-th continuation byte (role 3k + c), found through a hash table
+    size = 1
+    while size < 2 * cap:
+        size *= 2
+    slots = np.full(size, -1, np.int32)
+    node_state = np.empty(cap, np.int64)
+    node_role = np.empty(cap, np.int32)
+    node_slot = np.empty(cap, np.int64)
+    refused = np.empty(cap, np.bool_)  # a byte of a plain character is refused right from there
+    accepts = np.empty(cap, np.bool_)
+    e_src = np.empty(32 * cap, np.int32)
+    e_dst = np.empty(32 * cap, np.int32)
+    for j in range(todo.shape[0]):
+        p = todo[j]
+        if closed[p] >= 0 and ends[p] >= 0:
+            continue
+        nn, ne = _part_search(table, column, acc, plain, forms, p, slots, node_state, node_role, node_slot, refused,
+                              accepts, e_src, e_dst)
+        if nn < 0:  # too big: this state alone, safely
+            nn = -nn - 1
+            closed[p] = 0
+            ends[p] = 1
+        else:
+            changed = True  # backwards over the edges until nothing changes (breadth-first order)
+            while changed:
+                changed = False
+                for e in range(ne - 1, -1, -1):
+                    a = e_src[e]
+                    b = e_dst[e]
+                    if refused[b] and not refused[a]:
+                        refused[a] = True
+                        changed = True
+                    if accepts[b] and not accepts[a]:
+                        accepts[a] = True
+                        changed = True
+            for i in range(nn):
+                if node_role[i] < 0:
+                    closed[node_state[i]] = 0 if refused[i] else 1
+                    ends[node_state[i]] = 1 if accepts[i] else 0
+        for i in range(nn):
+            slots[node_slot[i]] = -1
