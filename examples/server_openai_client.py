@@ -72,9 +72,10 @@ def main() -> int:
         model = client.models.list().data[0].id
         print("model:", model)
 
-        # 1. JSON Schema through response_format (strict: refused if not enforceable exactly)
+        # 1. JSON Schema through response_format (strict: refused if not enforceable exactly); a
+        # fixed seed, and room for a 30-character name spelt one byte per token
         r = client.chat.completions.create(
-            model=model, max_tokens=60,
+            model=model, max_tokens=120, seed=0,
             messages=[{"role": "user", "content": "Describe a person as JSON."}],
             response_format={"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": PERSON}})
         person = json.loads(r.choices[0].message.content)
@@ -83,7 +84,7 @@ def main() -> int:
 
         # 2. a regex as an extra body field, streamed
         stream = client.chat.completions.create(
-            model=model, max_tokens=10, stream=True,
+            model=model, max_tokens=10, stream=True, seed=0,
             messages=[{"role": "user", "content": "Pick a three-digit number."}],
             extra_body={"regex": "[1-9][0-9]{2}"})
         pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
@@ -91,14 +92,14 @@ def main() -> int:
         assert re.fullmatch("[1-9][0-9]{2}", "".join(pieces))
 
         # 3. a text completion under a Lark grammar
-        c = client.completions.create(model=model, prompt="The capital of France is", max_tokens=10,
+        c = client.completions.create(model=model, prompt="The capital of France is", max_tokens=10, seed=0,
                                       extra_body={"lark": 'start: " " WORD "."\nWORD: /[A-Z][a-z]+/'})
         print("lark:", repr(c.choices[0].text))
         assert re.fullmatch(r" [A-Z][a-z]+\.", c.choices[0].text)
 
         # 4. a required tool call: the answer is a call of one of the tools, arguments valid for its schema
         r = client.chat.completions.create(
-            model=model, max_tokens=60, tools=[WEATHER_TOOL], tool_choice="required",
+            model=model, max_tokens=60, seed=0, tools=[WEATHER_TOOL], tool_choice="required",
             messages=[{"role": "user", "content": "What is the weather in Paris?"}])
         call = r.choices[0].message.tool_calls[0]
         args = json.loads(call.function.arguments)
