@@ -226,23 +226,6 @@ class CompiledGrammar:
         mask.flags.writeable = False
         return mask
 
-    def _compute_masks(self, rows: np.ndarray, budget: int) -> np.ndarray:
-        """The masks (read-only int32 ``[k, mask_words]``) of the states at row offsets
-        ``rows[0]``, then of as many of the next ones as ``budget`` trie node visits allow (see
-        ``trie_kernels.fill_masks_dfa``), in order."""
-        trie = self.trie
-        out = np.empty((len(rows), self.mask_words + 1), dtype=np.uint32)  # + the walk's spare word
-        done = trie_kernels.fill_masks_dfa(
-            self._table, self._byte_class, rows, trie.root_child, trie.nodes, trie.subtree_end,
-            trie.dup_first, trie.dup_other, trie.max_depth, out, budget, trie.root_fanout, trie.root_grand, self._live,
-            self._n_classes,
-        )
-        masks = out[:done, :self.mask_words].view(np.int32)
-        accepting = self._accepting[rows[:done] // self._n_classes]
-        if accepting.any():
-            masks[accepting] |= self.eos_mask
-        return _readonly(masks)
-
     def build_index(self) -> "CompiledGrammar":
         """Compute the mask of every state now (instead of on first use); returns ``self``."""
         for state in range(self.n_states):

@@ -827,9 +827,9 @@ class CFGEngine:
 
         Read off the terminals' own DFAs that ``lex`` runs (``LexerTables.comp_*``): closed when
         none of them that the walk looks at accepts on the way, and one that it looks for goes on
-        through any plain text, keeping every state on the way viable (``body_kernels.part_text``;
-        what it finds holds for the part states it passes too, so a string's next states are
-        mostly known). A lexer without components asks ``_closure_closed``."""
+        through any plain text, keeping every state on the way viable (``body_kernels.parts_text``,
+        which answers the part states its search passes too, so a string's next states are
+        known). A lexer without components asks ``_closure_closed``."""
         lx = self.lexer
         if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
             return self._closure_closed(lex, exp)
@@ -854,9 +854,9 @@ class CFGEngine:
         return bool((closed[looked] == 1).any())
 
     def _closure_closed(self, lex: int, exp: np.ndarray) -> bool:
-        """``_plain_closed`` by following the lexer itself (``body_kernels.plain_closure``, states
-        that behave alike for the walk counted once). The states plain text leads to are closed
-        too: they are remembered per expected set."""
+        """``_plain_closed`` by following the lexer's own states (``body_kernels.plain_closure``),
+        for a lexer whose states' components are unknown (one terminal, or custom recognizers).
+        The states plain text leads to are closed too: they are remembered per expected set."""
         key = exp.tobytes()
         known = self._closed.get(key)
         if known is None:

@@ -356,55 +356,31 @@ def plain_closure(R, plain, forms, lex, members):  # pragma: no cover - compiled
     characters (see the module docstring) leads, byte by byte, only through states where the walk
     goes on and no lexeme it looks at ends. Then every plain token is inside the lexeme, whichever
     way its characters go (an unanchored ``pattern`` before its match, say, where the characters
-    lead to many states, not one chain: :func:`plain_chain` refuses it). Returns how many states
-    (``lex`` first; one per class of :func:`same_for` states) plain characters lead to, written
-    to ``members``; -1 when some string of them stops the walk or ends a lexeme, or when
-    ``members`` is full."""
-    cap = members.shape[0]
-    size = 1
-    while size < 2 * cap:
-        size *= 2
-    return _plain_closure(R, plain, forms, lex, members, np.full(size, -1, np.int64), np.empty(cap, np.int64),
+    lead to many states, not one chain: :func:`plain_chain` refuses it). For a lexer whose states'
+    components are unknown (``CFGEngine._closure_closed``; with them, ``parts_text`` answers per
+    terminal). Returns how many states (``lex`` first) plain characters lead to, written to
+    ``members``; -1 when some string of them stops the walk or ends a lexeme, or when ``members``
+    is full."""
+    return _plain_closure(R, plain, forms, lex, members, np.zeros(R[0].shape[0], np.bool_),
                           np.empty(_MAX_FRONTIER, np.int64), np.empty(_MAX_FRONTIER, np.int64))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _class_hash(off, term, part, sel, s):  # pragma: no cover - compiled
-    """A hash equal for states :func:`_same` holds between (the state itself without components)."""
-    if off.shape[0] == 0:
-        return np.int64(s)
-    h = np.int64(1469598103934665603 & 0x7FFFFFFFFFFFFFFF)
-    one = np.uint64(1)
-    for i in range(off[s], off[s + 1]):
-        if (sel[term[i] >> 6] >> np.uint64(term[i] & 63)) & one:
-            h = (h ^ (np.int64(term[i]) * 1000003 + np.int64(part[i]))) * 1099511628211
-    return h & 0x7FFFFFFFFFFFFFFF
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _close_add(reach_bits, off, term, part, sel, t, members, hashes, n, slots):  # pragma: no cover - compiled
-    """Add state ``t`` to ``members[:n]`` unless a :func:`_same` one is there: the new length, -1
-    when full."""
-    h = _class_hash(off, term, part, sel, t)
-    mask = slots.shape[0] - 1
-    j = h & mask
-    while slots[j] >= 0:
-        k = slots[j]
-        if hashes[k] == h and _same(reach_bits, off, term, part, sel, members[k], t):
-            return n
-        j = (j + 1) & mask
+def _close_add(seen, t, members, n):  # pragma: no cover - compiled
+    """Add state ``t`` to ``members[:n]`` unless it is there: the new length, -1 when full."""
+    if seen[t]:
+        return n
     if n >= members.shape[0]:
         return -1
-    slots[j] = n
+    seen[t] = True
     members[n] = t
-    hashes[n] = h
     return n + 1
 
 
 @walk_njit
-def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):  # pragma: no cover - compiled
-    trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
-    n = _close_add(reach_bits, off, term, part, sel, lex, members, hashes, 0, slots)
+def _plain_closure(R, plain, forms, lex, members, seen, frontier, nxt):  # pragma: no cover - compiled
+    trans, acc_bits, reach_bits, exp, ign, sel, _, _, _ = R
+    n = _close_add(seen, lex, members, 0)
     head = 0
     while head < n:
         q = members[head]
@@ -420,7 +396,7 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
             t = _canon(reach_bits, exp, ign, raw)
             if t < 0:
                 return -1
-            n = _close_add(reach_bits, off, term, part, sel, t, members, hashes, n, slots)
+            n = _close_add(seen, t, members, n)
             if n < 0:
                 return -1
         for k in range(forms.shape[0]):
@@ -441,7 +417,7 @@ def _plain_closure(R, plain, forms, lex, members, slots, hashes, frontier, nxt):
             for i in range(nf):  # the states after a whole character
                 if frontier[i] < 0:
                     return -1
-                n = _close_add(reach_bits, off, term, part, sel, frontier[i], members, hashes, n, slots)
+                n = _close_add(seen, frontier[i], members, n)
                 if n < 0:
                     return -1
     return n
