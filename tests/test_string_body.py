@@ -281,3 +281,32 @@ def test_part_text_codes_match_the_terminals_languages():
     bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array(after, np.int32), closed, ends)
     assert [int(closed[x]) for x in after] == [1, 0, 0, 0]
     assert [int(ends[x]) for x in after] == [0, 0, 0, 1]
+
+
+def test_a_long_counter_beside_is_not_searched_at_every_step(tok_tekken, monkeypatch):
+    """Inside a uuid-search string, the lexer state also runs a 255-character ``maxLength``
+    string (the other property's terminal), whose search ``parts_text`` cuts short: only the
+    terminals the walk looks at are asked, so the search runs once for the whole string, not at
+    every step (the verdicts and masks are those of the full walk)."""
+    verdicts = _verdicts(monkeypatch, "_plain_closed")
+    calls = []
+    original = engine_mod._BK.parts_text
+
+    def counting(*args):
+        calls.append(args[5].copy())
+        return original(*args)
+
+    schema = {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}"},
+        "title": {"type": "string", "maxLength": 255}}, "required": ["id", "title"], "additionalProperties": False}
+    g = lg.Grammar.from_json_schema(schema)
+    m = lg.Matcher(lg.compile(g, tok_tekken, cache=False))
+    assert m.accept_bytes(b'{"id":"')
+    m.allowed_token_ids()
+    monkeypatch.setattr(engine_mod._BK, "parts_text", counting)
+    for ch in "123e4567-e89b-12d3":
+        assert m.accept_string(ch)
+        m.allowed_token_ids()
+    assert len(verdicts) >= 18 and all(verdicts)
+    assert len(calls) <= 1
+    _walk_equal(g, tok_tekken, 0, 20, monkeypatch, b'{"id":"12')

@@ -32,7 +32,7 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
-_BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_text", "plain_chain", "plain_closure"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_alike", "parts_text", "plain_chain", "plain_closure"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -233,6 +233,17 @@ CLOSED_BODY[4].setflags(write=False)
 CLOSED_SETS = 256
 """Expected sets a grammar keeps its lexer states closed under plain text for (see
 ``CFGEngine._plain_closed``); the memo starts over when full."""
+ALIKE_TRIES = 2
+"""States walked in full lately that a new state, for the same expected set, is compared with
+before it walks (``CFGEngine._alike_entry``)."""
+ALIKE_WORTH_NS = 150_000
+"""A full walk at least this long is one whose state later states are compared with
+(``CFGEngine._alike_entry``): a cheaper one costs little more than the comparison."""
+ALIKE_GIVE_UP = 8
+"""Failed comparisons in a row after which an expected set stops comparing its states."""
+ALIKE_PAIRS_KEPT = 1 << 16
+"""Pairs of part states a grammar remembers as alike or not (``CFGEngine._alike``); the memo
+starts over when full."""
 PLAIN_ROWS_CACHED = 256
 """Rows of plain tokens a vocabulary keeps for string-body walks (``CFGEngine._plain_row``; 16 KB
 each on a 131k vocabulary); the cache starts over when full."""
@@ -329,6 +340,13 @@ class CFGEngine:
         # none is refused, and whether the DFA accepts on the way (-1: not known yet)
         self._part_closed = np.full(lx.part_table.shape[0], -1, np.int8)
         self._part_ends = np.full(lx.part_table.shape[0], -1, np.int8)
+        # per (expected set, first bytes): the last lexer states walked in full, whose entries a state
+        # that behaves alike over any token's bytes shares (_alike_entry); and pairs of part states
+        # known alike or not over that many bytes
+        self._walked: dict[tuple[bytes, bytes | None], list[int]] = {}
+        self._parts_alike: dict[tuple[int, int], bool] = {}
+        self._alike_fails: dict[tuple[bytes, bytes | None], int] = {}  # failed tries in a row, per key
+        self._alike_sel: dict[bytes, np.ndarray] = {}  # per expected set: the terminals looked at
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -370,6 +388,13 @@ class CFGEngine:
         last = ch.n_rows - 1
         trie = self.trie
         hit = self._partial_mask(st.lex, ch.row_exp[last])
+        if hit[7] != st.lex:  # shared with a state that behaves alike (_alike_entry): so is the mask
+            twin = self._masks.get((hit[7], key[1]))
+            if twin is not None:
+                with self._lock:
+                    self._masks[key] = twin
+                    self._mask_bytes += twin.nbytes
+                return twin
         inside, first_bytes = hit[0], hit[2]
         out = inside.copy()
         self._boundaries(out, hit, ch)
@@ -460,7 +485,7 @@ class CFGEngine:
                     # byte is set), with no size limit
                     groups = _EK.split_boundaries(hit[4].nodes, hit[4].subtree_end, hit[5][0], hit[5][1], 1 << 30,
                                                   np.zeros(256, np.uint8))[0]
-                    hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6])
+                    hit = (hit[0], groups, hit[2], hit[3], hit[4], None, hit[6], hit[7])
                     with self._lock:
                         self._partial_bytes += _entry_bytes(hit) - _entry_bytes(self._partial[key])
                         self._partial[key] = hit
@@ -478,6 +503,7 @@ class CFGEngine:
             return hit
         few = inner and int(_EK.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
         body = self._body_walk(lex, exp) if first is None and inner and not few else None
+        t_walk = 0
         chained = None
         if few:  # a key's next letters, say: walking the trie costs less than any table or cache
             inside, bnd_node, bnd_state, trie = self._direct_walk(lex, exp, first_ok)
@@ -489,6 +515,14 @@ class CFGEngine:
                 chained = self._partial_mask(lex, exp, elsewhere)
                 inside = inside | chained[0]
         else:
+            if inner:  # a walk of the whole vocabulary, unless a state walked lately behaves alike
+                twin = self._alike_entry(lex, key)
+                if twin is not None:
+                    with self._lock:  # counted again: the cache's size stays an upper bound
+                        self._partial[key] = twin
+                        self._partial_bytes += _entry_bytes(twin)
+                    return twin
+                t_walk = time.perf_counter_ns()
             inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
@@ -501,7 +535,12 @@ class CFGEngine:
             groups, pending = _no_groups(trie), None
         if chained is not None and chained[2] is not None:
             first_bytes |= chained[2]
-        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, trie, pending, chained)
+        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, trie, pending, chained, lex)
+        if t_walk and time.perf_counter_ns() - t_walk >= ALIKE_WORTH_NS:
+            # a costly walk: a state like it later shares its entry rather than walking again
+            walked = self._walked.setdefault(key[1:], [])
+            walked.insert(0, lex)
+            del walked[ALIKE_TRIES:]
         with self._lock:
             self._partial[key] = hit
             self._partial_bytes += _entry_bytes(hit)
@@ -511,6 +550,74 @@ class CFGEngine:
             if cls is not None:
                 self._start_plain[cls] = self._start_plain.get(cls, 0.0) + time.perf_counter() - t0
         return hit
+
+    def _alike_entry(self, lex: int, key: tuple) -> tuple | None:
+        """The entry of a state walked in full lately for the same expected set and first bytes
+        (``key[1:]``) that behaves like ``lex`` over every token's bytes, if any; None: walk.
+
+        Alike when the terminals the walk looks at (those of ``key``'s expected set and the
+        ignored ones) run in both states, each in states of its own DFA that nothing of at most
+        the longest token's length tells apart (``body_kernels.parts_alike``): then every token
+        stays inside, ends its lexeme as the same terminals at the same bytes, or dies, alike, so
+        the walk, its boundaries and the mask are the same. A length counter far from its limit
+        is the common case: each of its steps (a ``maxLength``, a ``{1,255}``) would otherwise
+        walk the whole vocabulary again."""
+        owners = self._walked.get(key[1:])
+        lx = self.lexer
+        if not owners or lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+            return None
+        fails = self._alike_fails.get(key[1:], 0)
+        if fails >= ALIKE_GIVE_UP:
+            return None
+        sel = self._alike_sel.get(key[1])
+        if sel is None:  # the terminals looked at, as a flag per terminal
+            if len(self._alike_sel) >= CLOSED_SETS:
+                self._alike_sel.clear()
+            n_terms = lx.rank.shape[0]
+            words = np.frombuffer(key[1], np.uint64) | lx.ignore_bits if lx.mode == 0 else \
+                np.full(lx.ignore_bits.shape[0], ~np.uint64(0))
+            sel = self._alike_sel[key[1]] = np.unpackbits(words.astype("<u8").view(np.uint8),
+                                                          bitorder="little")[:n_terms].astype(np.bool_)
+        terms, parts = self._looked_parts(lex, sel)
+        for other in owners:
+            hit = self._partial.get((other, key[1], key[2]))
+            if hit is None:
+                continue
+            terms2, parts2 = self._looked_parts(other, sel)
+            if terms == terms2 and all(self._alike(a, b) for a, b in zip(parts, parts2)):
+                self._alike_fails[key[1:]] = 0
+                return hit
+        self._alike_fails[key[1:]] = fails + 1
+        return None
+
+    def _looked_parts(self, lex: int, sel: np.ndarray) -> tuple[bytes, list[int]]:
+        """The terminals flagged in ``sel`` that lexer state ``lex`` runs (as bytes), and their
+        part states."""
+        lx = self.lexer
+        lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
+        terms = lx.comp_term[lo:hi]
+        on = sel[terms]
+        return terms[on].tobytes(), lx.comp_part[lo:hi][on].tolist()
+
+    def _alike(self, p: int, q: int) -> bool:
+        """``body_kernels.parts_alike`` over the longest token's bytes, memoised per pair."""
+        if p == q:
+            return True
+        pair = (p, q) if p < q else (q, p)
+        known = self._parts_alike.get(pair)
+        if known is None:
+            scratch = getattr(self._tls, "alike", None)
+            if scratch is None:
+                cap = bk.PARTS_ALIKE_PAIRS
+                scratch = self._tls.alike = (np.full(4 * cap, -1, np.int64), np.empty(cap, np.int64),
+                                             np.empty(cap, np.int64))
+            lx = self.lexer
+            known = bool(_BK.parts_alike(lx.part_table, lx.part_acc, pair[0], pair[1], int(self.trie.max_depth),
+                                         *scratch))
+            if len(self._parts_alike) >= ALIKE_PAIRS_KEPT:
+                self._parts_alike.clear()
+            self._parts_alike[pair] = known
+        return known
 
     def _start_walk_applies(self) -> bool:
         """Whether the walk from the start state can be read off records made for classes of
@@ -581,8 +688,8 @@ class CFGEngine:
         if nd:
             dn, ds = dyn_node[:nd].copy(), dyn_state[:nd].copy()
             dyn = _EK.split_boundaries(trie.nodes, trie.subtree_end, dn, ds, MERGE_LIMIT, np.zeros(256, np.uint8))[0]
-            chained = (inside, dyn, None, dn, trie, None, None)
-        return inside, groups, None, np.zeros(0, np.int32), trie, None, chained
+            chained = (inside, dyn, None, dn, trie, None, None, self.lexer.start)
+        return inside, groups, None, np.zeros(0, np.int32), trie, None, chained, self.lexer.start
 
     def _direct_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
         """The lexer-only walk from ``lex`` itself (``_lexer_walk`` without its shared cache: for
@@ -834,15 +941,20 @@ class CFGEngine:
         if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
             return self._closure_closed(lex, exp)
         lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
-        parts, terms = lx.comp_part[lo:hi], lx.comp_term[lo:hi]
+        terms = lx.comp_term[lo:hi]
+        word, bit = terms >> 6, (terms & 63).astype(np.uint64)
+        one = np.uint64(1)
+        # only the terminals the walk looks at count: another string's length counter run beside
+        # (a long maxLength, whose search is cut short) is neither asked nor in the way
+        seen = ((self._restriction(exp)[5][word] >> bit) & one) != 0
+        parts = lx.comp_part[lo:hi][seen]
+        word, bit = word[seen], bit[seen]
         closed, ends = self._part_closed, self._part_ends
         todo = parts[ends[parts] < 0]
         if todo.shape[0]:  # parts met for the first time
             _BK.parts_text(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, todo,
                            closed, ends)
-        word, bit = terms >> 6, (terms & 63).astype(np.uint64)
-        one = np.uint64(1)
-        if ((((self._restriction(exp)[5][word] >> bit) & one) != 0) & (ends[parts] == 1)).any():
+        if (ends[parts] == 1).any():
             return False  # a lexeme the walk looks at can end on the way
         looked = parts[(((exp | lx.ignore_bits)[word] >> bit) & one) != 0]
         if (closed[looked] == 1).any():
@@ -899,7 +1011,7 @@ def _no_groups(trie: Any) -> tuple:
 
 
 def _entry_bytes(entry: tuple) -> int:
-    inside, groups, first_bytes, bnd_node, _, pending, _ = entry
+    inside, groups, first_bytes, bnd_node, _, pending = entry[:6]
     n = inside.nbytes + bnd_node.nbytes + 256
     for a in groups:
         n += a.nbytes

@@ -577,3 +577,95 @@ def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma:
                     ends[node_state[i]] = 1 if accepts[i] else 0
         for i in range(nn):
             slots[node_slot[i]] = -1
+
+
+PARTS_ALIKE_PAIRS = 4096
+"""The most pairs of part states :func:`parts_alike` compares before it answers "not alike"
+(safe: the caller then walks)."""
+
+
+@njit(types.boolean(_ro(types.int32, 2), _ro(types.boolean, 1), types.int64, types.int64, types.int64,
+                    types.Array(types.int64, 1, "C"), types.Array(types.int64, 1, "C"),
+                    types.Array(types.int64, 1, "C")),
+      cache=True, nogil=True)  # loaded at import, as parts_text
+def parts_alike(table, acc, p, q, depth, slots, pairs, pair_slot):  # pragma: no cover - compiled
+    """Whether part states ``p`` and ``q`` of one terminal's own DFA (``table[x, column]``, -1:
+    none; accepting where ``acc``) behave alike on every byte string of at most ``depth`` bytes:
+    after each prefix both are refused, or both go on and accept alike. Breadth-first over the
+    pairs met (``slots``: a hash table of pair indexes, all -1, a power of two at least twice
+    ``pairs``, left all -1 again; ``pair_slot`` as long as ``pairs``), so a pair met again is not followed twice; False past
+    ``pairs.shape[0]`` pairs (unknown); before that, each byte repeated alone (cheap, and where a
+    length counter near its limit differs first). Two length counters far enough from their
+    limits are alike, say, where the strings that tell them apart are longer than any token."""
+    if acc[p] != acc[q]:
+        return False
+    if p == q or depth <= 0:
+        return True
+    n_cols = table.shape[1]
+    for c in range(n_cols):  # first, cheaply, each byte repeated: a counter near its limit fails here
+        x = p
+        y = q
+        for _ in range(depth):
+            x = table[x, c]
+            y = table[y, c]
+            if x < 0 or y < 0:
+                if x != y:
+                    return False
+                break
+            if acc[x] != acc[y]:
+                return False
+            if x == y:
+                break
+    mask = slots.shape[0] - 1
+    cap = pairs.shape[0]
+    pairs[0] = p * table.shape[0] + q
+    pair_slot[0] = (pairs[0] * 0x9E3779B1) & mask
+    slots[pair_slot[0]] = 0
+    n = 1
+    head = 0
+    level_end = 1  # pairs[:level_end] are at most `level` bytes away
+    level = 0
+    alike = True
+    while head < n and alike:
+        if head == level_end:
+            level += 1
+            level_end = n
+        key = pairs[head]
+        head += 1
+        x = key // table.shape[0]
+        y = key % table.shape[0]
+        px = -2
+        py = -2
+        for c in range(n_cols):
+            tx = table[x, c]
+            ty = table[y, c]
+            if tx == px and ty == py:  # the column before led to the same pair
+                continue
+            px = tx
+            py = ty
+            if tx < 0 or ty < 0:
+                if tx != ty:
+                    alike = False
+                    break
+                continue
+            if acc[tx] != acc[ty]:
+                alike = False
+                break
+            if tx == ty or level + 1 >= depth:
+                continue
+            nk = tx * table.shape[0] + ty
+            h = (nk * 0x9E3779B1) & mask
+            while slots[h] >= 0 and pairs[slots[h]] != nk:
+                h = (h + 1) & mask
+            if slots[h] >= 0:
+                continue
+            if n >= cap:
+                alike = False
+                break
+            slots[h] = n
+            pair_slot[n] = h
+            pairs[n] = nk
+            n += 1
+    for i in range(n):  # clear the slots used
+        slots[pair_slot[i]] = -1
+    return alike

@@ -1,0 +1,111 @@
+"""States that behave alike over any token's bytes share one walk (``CFGEngine._alike_entry``,
+``body_kernels.parts_alike``): checked against bounded equivalence computed another way (Moore's
+refinement, one round per byte) and, in the engine, against the masks of a full walk at every
+step of random walks on both mistral tokenizers."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import logitgate as lg
+from logitgate.grammar import engine as engine_mod
+from logitgate.kernels import body_kernels as bk
+
+
+def _moore(table: np.ndarray, acc: np.ndarray, depth: int) -> np.ndarray:
+    """Classes of states no string of at most ``depth`` bytes tells apart (-1 = refused, a class
+    of its own), by ``depth`` rounds of partition refinement."""
+    cls = acc.astype(np.int64)
+    for _ in range(depth):
+        succ = np.where(table >= 0, cls[np.maximum(table, 0)], -1)
+        keys = {}
+        new = np.empty_like(cls)
+        for s in range(table.shape[0]):
+            new[s] = keys.setdefault((int(cls[s]),) + tuple(succ[s].tolist()), len(keys))
+        cls = new
+    return cls
+
+
+def _scratch():
+    cap = bk.PARTS_ALIKE_PAIRS
+    return np.full(4 * cap, -1, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+
+
+@pytest.mark.parametrize("pattern", [r"^[a-c]{1,12}$", r"^(?:\S+\s+){0,3}\S+$", r"[0-9]{3}-", r"^.{0,9}$"])
+def test_parts_alike_is_bounded_equivalence(pattern):
+    """For every pair of part states of a string terminal and several depths, ``parts_alike``
+    answers as Moore's refinement does (the kernel explores pairs breadth-first instead)."""
+    g = lg.Grammar.from_json_schema({"type": "object", "properties": {"s": {"type": "string", "pattern": pattern},
+                                                                      "n": {"type": "integer"}}})
+    tok = lg.Tokenizer.from_bytes([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_id=256, special_ids=[256])
+    eng = lg.compile(g, tok, cache=False).engine
+    table, acc = eng.lexer.part_table, eng.lexer.part_acc
+    n = table.shape[0]
+    assert n > 8
+    rng = random.Random(0)
+    pairs = [(p, q) for p in range(n) for q in range(p, min(n, p + 4))]
+    pairs += [tuple(sorted(rng.sample(range(n), 2))) for _ in range(3000)]
+    scratch = _scratch()
+    seen_alike = seen_apart = 0
+    for depth in (1, 3, 6, 20):
+        cls = _moore(table, acc, depth)
+        for p, q in pairs:
+            got = bool(bk.parts_alike(table, acc, p, q, depth, *scratch))
+            assert got == (cls[p] == cls[q]), (pattern, depth, p, q)
+            seen_alike += got and p != q
+            seen_apart += not got
+    assert (scratch[0] == -1).all()  # the hash table is left empty
+    assert seen_alike and seen_apart
+
+
+SCHEMAS = {
+    # a class counter: every step of the string is a new lexer state, walked in full before
+    "class counter": {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,200}$"},
+                                                       "n": {"type": "integer"}}, "required": ["id", "n"]},
+    # words counted and a length counter: alike only while both are far from their limits
+    "words and length": {"type": "object", "properties": {
+        "s": {"type": "string", "pattern": r"^(?:[a-z]+ ){0,12}[a-z]+$", "maxLength": 150}}, "required": ["s"]},
+    "exact length": {"type": "array", "items": {"type": "string", "pattern": "^[A-Fa-f0-9]{24}$"}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_alike_states_give_the_full_walk_masks(name, real_tok, monkeypatch):
+    """Every costly walk's state is kept (``ALIKE_WORTH_NS`` = 0), so the comparison runs at every
+    step; the masks equal those with it switched off, and some states did share a walk."""
+    monkeypatch.setattr(engine_mod, "ALIKE_WORTH_NS", 0)
+    g = lg.Grammar.from_json_schema(SCHEMAS[name])
+    fast = lg.compile(g, real_tok, cache=False)
+    with monkeypatch.context() as mp:
+        mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
+        slow = lg.compile(g, real_tok, cache=False)
+    shared = 0
+    original = engine_mod.CFGEngine._alike_entry
+
+    def counting(self, lex, key):
+        nonlocal shared
+        got = original(self, lex, key)
+        shared += got is not None
+        return got
+
+    monkeypatch.setattr(engine_mod.CFGEngine, "_alike_entry", counting)
+    rng = random.Random(7)
+    for seed in range(3):
+        rng.seed(seed)
+        a, b = lg.Matcher(fast), lg.Matcher(slow)
+        for _ in range(40):
+            want = a.allowed_token_ids()
+            with monkeypatch.context() as mp:
+                mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
+                ref = b.allowed_token_ids()
+            assert np.array_equal(want, ref)
+            choices = [int(t) for t in ref if int(t) not in real_tok.eos_token_ids]
+            if not choices:
+                break
+            # mostly short tokens: many steps inside the strings, near and far from their limits
+            t = min(rng.sample(choices, min(3, len(choices))), key=lambda x: len(real_tok.tokens[x]))
+            assert a.accept_token(t) and b.accept_token(t)
+    if name != "exact length":  # 24 characters: every two states differ within a token's length
+        assert shared > 0
