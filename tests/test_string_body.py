@@ -283,30 +283,62 @@ def test_part_text_codes_match_the_terminals_languages():
     assert [int(ends[x]) for x in after] == [0, 0, 0, 1]
 
 
-def test_a_long_counter_beside_is_not_searched_at_every_step(tok_tekken, monkeypatch):
-    """Inside a uuid-search string, the lexer state also runs a 255-character ``maxLength``
-    string (the other property's terminal), whose search ``parts_text`` cuts short: only the
-    terminals the walk looks at are asked, so the search runs once for the whole string, not at
-    every step (the verdicts and masks are those of the full walk)."""
+def test_parts_closed_asks_only_the_terminals_looked_at():
+    """``body_kernels.parts_closed`` (``CFGEngine._plain_closed``): inside a string, a lexer state
+    also runs a long ``maxLength`` string (another property's terminal), whose search is big;
+    when only the first terminal is looked at, the answer is "closed" and the counter is never
+    searched; looking at both, the counter is asked and, bounded, the state is not closed."""
+    from logitgate.automata.dfa import build_dfa
+    from logitgate.kernels import body_kernels as bk
+    from logitgate.regex.parser import parse
+
+    dfa = build_dfa([parse(r'"[^"\\\x00-\x1f]*"'), parse(r'"[^"\\\x00-\x1f]{0,900}"')])
+    table, column, acc = dfa.parts
+    off, term, part = (np.ascontiguousarray(a) for a in dfa.components)
+    after = int(dfa.transitions[dfa.start, ord('"')])
+    lo, hi = int(off[after]), int(off[after + 1])
+    assert sorted(term[lo:hi].tolist()) == [0, 1]
+    counter = int(part[lo:hi][term[lo:hi] == 1][0])
+    for flags, want in (([True, False], True), ([True, True], False)):
+        closed = np.full(table.shape[0], -1, np.int8)
+        ends = np.full(table.shape[0], -1, np.int8)
+        on = np.array(flags)
+        got = bk.parts_closed(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, off.astype(np.int64),
+                              term.astype(np.int32), part.astype(np.int32), on, on, after, closed, ends)
+        assert got == want
+        assert (ends[counter] < 0) == (not flags[1])  # searched only when looked at
+
+
+def test_uuid_beside_a_long_counter_takes_the_split(tok_tekken, monkeypatch):
+    """The engine side: a uuid search string beside a 255-character ``maxLength`` property is
+    closed at every step, with the full walk's masks."""
     verdicts = _verdicts(monkeypatch, "_plain_closed")
-    calls = []
-    original = engine_mod._BK.parts_text
-
-    def counting(*args):
-        calls.append(args[5].copy())
-        return original(*args)
-
     schema = {"type": "object", "properties": {
         "id": {"type": "string", "pattern": "[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}"},
         "title": {"type": "string", "maxLength": 255}}, "required": ["id", "title"], "additionalProperties": False}
     g = lg.Grammar.from_json_schema(schema)
-    m = lg.Matcher(lg.compile(g, tok_tekken, cache=False))
-    assert m.accept_bytes(b'{"id":"')
-    m.allowed_token_ids()
-    monkeypatch.setattr(engine_mod._BK, "parts_text", counting)
-    for ch in "123e4567-e89b-12d3":
-        assert m.accept_string(ch)
-        m.allowed_token_ids()
-    assert len(verdicts) >= 18 and all(verdicts)
-    assert len(calls) <= 1
     _walk_equal(g, tok_tekken, 0, 20, monkeypatch, b'{"id":"12')
+    assert verdicts and all(verdicts[:5])
+
+
+def test_part_text_on_long_counters():
+    """A 300-character counter is searched whole: exact codes for its states (bounded: refuses
+    past its end; ends only after the quote). A 1,000-character one is too big: the state asked and
+    those the search met are answered "refuses, ends" (safe), so the next character's state is
+    known without a second search."""
+    from logitgate.automata.dfa import build_dfa
+    from logitgate.kernels import body_kernels as bk
+    from logitgate.regex.parser import parse
+
+    for bound, codes in ((300, (0, 0)), (1000, (0, 1))):
+        dfa = build_dfa([parse(r'"[^"\\\x00-\x1f]{0,%d}"' % bound), parse("[0-9]+")])
+        table, column, acc = dfa.parts
+        off, term, part = dfa.components
+        starts = {int(term[k]): int(part[k]) for k in range(off[dfa.start], off[dfa.start + 1])}
+        first = int(table[starts[0], column[ord('"')]])
+        second = int(table[first, column[ord("a")]])
+        closed = np.full(table.shape[0], -1, np.int8)
+        ends = np.full(table.shape[0], -1, np.int8)
+        bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array([first], np.int32), closed, ends)
+        assert (int(closed[first]), int(ends[first])) == codes
+        assert (int(closed[second]), int(ends[second])) == codes  # answered by the same search

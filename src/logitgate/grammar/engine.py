@@ -32,7 +32,8 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
-_BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_alike", "parts_text", "plain_chain", "plain_closure"))
+_BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_alike", "parts_closed", "parts_text", "plain_chain",
+                      "plain_closure"))
 
 __all__ = ["ParserTables", "CFGEngine", "ParseState", "MASK_CACHE_BYTES", "MAX_FORCED_BYTES"]
 
@@ -346,7 +347,7 @@ class CFGEngine:
         self._walked: dict[tuple[bytes, bytes | None], list[int]] = {}
         self._parts_alike: dict[tuple[int, int], bool] = {}
         self._alike_fails: dict[tuple[bytes, bytes | None], int] = {}  # failed tries in a row, per key
-        self._alike_sel: dict[bytes, np.ndarray] = {}  # per expected set: the terminals looked at
+        self._flags: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # per expected set: _term_flags
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
@@ -569,15 +570,7 @@ class CFGEngine:
         fails = self._alike_fails.get(key[1:], 0)
         if fails >= ALIKE_GIVE_UP:
             return None
-        sel = self._alike_sel.get(key[1])
-        if sel is None:  # the terminals looked at, as a flag per terminal
-            if len(self._alike_sel) >= CLOSED_SETS:
-                self._alike_sel.clear()
-            n_terms = lx.rank.shape[0]
-            words = np.frombuffer(key[1], np.uint64) | lx.ignore_bits if lx.mode == 0 else \
-                np.full(lx.ignore_bits.shape[0], ~np.uint64(0))
-            sel = self._alike_sel[key[1]] = np.unpackbits(words.astype("<u8").view(np.uint8),
-                                                          bitorder="little")[:n_terms].astype(np.bool_)
+        sel = self._term_flags(np.frombuffer(key[1], np.uint64))[0]
         terms, parts = self._looked_parts(lex, sel)
         for other in owners:
             hit = self._partial.get((other, key[1], key[2]))
@@ -940,30 +933,29 @@ class CFGEngine:
         lx = self.lexer
         if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
             return self._closure_closed(lex, exp)
-        lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
-        terms = lx.comp_term[lo:hi]
-        word, bit = terms >> 6, (terms & 63).astype(np.uint64)
-        one = np.uint64(1)
-        # only the terminals the walk looks at count: another string's length counter run beside
-        # (a long maxLength, whose search is cut short) is neither asked nor in the way
-        seen = ((self._restriction(exp)[5][word] >> bit) & one) != 0
-        parts = lx.comp_part[lo:hi][seen]
-        word, bit = word[seen], bit[seen]
-        closed, ends = self._part_closed, self._part_ends
-        todo = parts[ends[parts] < 0]
-        if todo.shape[0]:  # parts met for the first time
-            _BK.parts_text(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, todo,
-                           closed, ends)
-        if (ends[parts] == 1).any():
-            return False  # a lexeme the walk looks at can end on the way
-        looked = parts[(((exp | lx.ignore_bits)[word] >> bit) & one) != 0]
-        if (closed[looked] == 1).any():
-            return True
-        todo = looked[closed[looked] < 0]  # known to end nowhere (from an earlier part), not yet if closed
-        if todo.shape[0]:
-            _BK.parts_text(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, todo,
-                           closed, ends)
-        return bool((closed[looked] == 1).any())
+        sel, look = self._term_flags(exp)
+        return bool(_BK.parts_closed(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS,
+                                     lx.comp_off, lx.comp_term, lx.comp_part, sel, look, int(lex), self._part_closed,
+                                     self._part_ends))
+
+    def _term_flags(self, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per terminal, for the expected set ``exp``: whether a lexeme of it ends a walk (the
+        restriction's ``sel``) and whether the walk looks for it (``exp`` or ignored); cached."""
+        key = exp.tobytes()
+        flags = self._flags.get(key)
+        if flags is None:
+            lx = self.lexer
+            n_terms = lx.rank.shape[0]
+
+            def unpack(words: np.ndarray) -> np.ndarray:
+                return np.unpackbits(words.astype("<u8").view(np.uint8), bitorder="little")[:n_terms].astype(np.bool_)
+
+            look = unpack(exp | lx.ignore_bits)
+            sel = look if lx.mode == 0 else np.ones(n_terms, np.bool_)
+            if len(self._flags) >= CLOSED_SETS:
+                self._flags.clear()
+            flags = self._flags[key] = (sel, look)
+        return flags
 
     def _closure_closed(self, lex: int, exp: np.ndarray) -> bool:
         """``_plain_closed`` by following the lexer's own states (``body_kernels.plain_closure``),

@@ -423,10 +423,11 @@ def _plain_closure(R, plain, forms, lex, members, seen, frontier, nxt):  # pragm
     return n
 
 
-PART_TEXT_STATES = 4096
+PART_TEXT_STATES = 16384
 """The most states :func:`parts_text` follows from one part state (those after whole characters and
-those inside one); past it, that state alone is answered "refuses text and accepts on the way"
-(safe: it is then not closed)."""
+those inside one: about 19 per character of a length counter, so a ``maxLength`` up to ~860 fits);
+past it, that state and those met on the way are answered "refuses text and accepts on the way"
+(safe: they are then not closed), so a longer counter is not searched again at its next step."""
 
 
 def _ro(dtype: object, ndim: int) -> object:
@@ -554,10 +555,14 @@ def parts_text(table, column, acc, plain, forms, todo, closed, ends):  # pragma:
             continue
         nn, ne = _part_search(table, column, acc, plain, forms, p, slots, node_state, node_role, node_slot, refused,
                               accepts, e_src, e_dst)
-        if nn < 0:  # too big: this state alone, safely
+        if nn < 0:  # too big: this state and those met on the way, safely (not searched again)
             nn = -nn - 1
             closed[p] = 0
             ends[p] = 1
+            for i in range(nn):
+                if node_role[i] < 0 and ends[node_state[i]] < 0:
+                    closed[node_state[i]] = 0
+                    ends[node_state[i]] = 1
         else:
             changed = True  # backwards over the edges until nothing changes (breadth-first order)
             while changed:
@@ -669,3 +674,47 @@ def parts_alike(table, acc, p, q, depth, slots, pairs, pair_slot):  # pragma: no
     for i in range(n):  # clear the slots used
         slots[pair_slot[i]] = -1
     return alike
+
+
+@njit(types.boolean(_ro(types.int32, 2), _ro(types.int32, 1), _ro(types.boolean, 1), _ro(types.int64, 1),
+                    _ro(types.int64, 2), _ro(types.int64, 1), _ro(types.int32, 1), _ro(types.int32, 1),
+                    _ro(types.boolean, 1), _ro(types.boolean, 1), types.int64, types.Array(types.int8, 1, "C"),
+                    types.Array(types.int8, 1, "C")),
+      cache=True, nogil=True)  # loaded at import, as parts_text
+def parts_closed(table, column, acc, plain, forms, comp_off, comp_term, comp_part, sel, look, lex, closed,
+                 ends):  # pragma: no cover - compiled
+    """Whether no plain text leaves the lexeme from lexer state ``lex`` (``CFGEngine._plain_closed``):
+    of the terminals' own DFAs it runs (``comp_*``), none flagged in ``sel`` (those that end a
+    lexeme) accepts on the way, and one flagged in ``look`` (those the walk looks for) goes on
+    through any plain text. Asks :func:`parts_text` (memo ``closed``/``ends``) only about the
+    parts of flagged terminals: another string's length counter run beside (a long ``maxLength``,
+    whose search is cut short) is neither asked nor in the way."""
+    lo = comp_off[lex]
+    hi = comp_off[lex + 1]
+    todo = np.empty(hi - lo, np.int32)
+    n = 0
+    for k in range(lo, hi):  # parts met for the first time
+        p = comp_part[k]
+        if sel[comp_term[k]] and ends[p] < 0:
+            todo[n] = p
+            n += 1
+    if n:
+        parts_text(table, column, acc, plain, forms, todo[:n], closed, ends)
+    for k in range(lo, hi):
+        if sel[comp_term[k]] and ends[comp_part[k]] == 1:
+            return False  # a lexeme the walk looks at can end on the way
+    n = 0
+    for k in range(lo, hi):
+        p = comp_part[k]
+        if look[comp_term[k]]:
+            if closed[p] == 1:
+                return True
+            if closed[p] < 0:  # known to end nowhere (from an earlier part), not yet if closed
+                todo[n] = p
+                n += 1
+    if n:
+        parts_text(table, column, acc, plain, forms, todo[:n], closed, ends)
+        for k in range(lo, hi):
+            if look[comp_term[k]] and closed[comp_part[k]] == 1:
+                return True
+    return False
