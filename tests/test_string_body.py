@@ -342,3 +342,32 @@ def test_part_text_on_long_counters():
         bk.parts_text(table, column, acc, bk.PLAIN_ASCII, bk.UTF8_FORMS, np.array([first], np.int32), closed, ends)
         assert (int(closed[first]), int(ends[first])) == codes
         assert (int(closed[second]), int(ends[second])) == codes  # answered by the same search
+
+
+def test_a_counter_beside_other_patterns_is_followed_once(tok_tekken, monkeypatch):
+    """``CFGEngine._plain_chain``: inside a ``maxLength`` string, the text also runs other
+    properties' patterns (letters keep a key-like pattern alive, the chain's characters need not),
+    so the exact lexer states differ from the chain's; a costly chain is also known by the part
+    states of the terminals looked at, and its next steps reuse it. The masks are the full walk's."""
+    monkeypatch.setattr(engine_mod, "CHAIN_SIGS_AFTER_NS", 0)
+    schema = {"type": "object", "properties": {
+        "key": {"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,255}$"},
+        "value": {"type": "string", "minLength": 1, "maxLength": 255}}, "required": ["key", "value"],
+        "additionalProperties": False}
+    g = lg.Grammar.from_json_schema(schema)
+    steps = []
+    original = engine_mod.CFGEngine._chain_steps
+
+    def counting(R, lex, limit):
+        steps.append(lex)
+        return original(R, lex, limit)
+
+    monkeypatch.setattr(engine_mod.CFGEngine, "_chain_steps", staticmethod(counting))
+    m = lg.Matcher(lg.compile(g, tok_tekken, cache=False))
+    assert m.accept_bytes(b'{"key":"k","value":"')
+    m.allowed_token_ids()
+    for word in ("example", "-", "value", "-", "that", "-", "goes", "-", "on"):
+        assert m.accept_string(word)
+        m.allowed_token_ids()
+    assert 1 <= len(steps) <= 2  # followed once (the state after the quote may start its own chain)
+    _walk_equal(g, tok_tekken, 0, 25, monkeypatch, b'{"key":"k","value":"ab')

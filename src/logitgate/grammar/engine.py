@@ -234,6 +234,10 @@ CLOSED_BODY[4].setflags(write=False)
 CLOSED_SETS = 256
 """Expected sets a grammar keeps its lexer states closed under plain text for (see
 ``CFGEngine._plain_closed``); the memo starts over when full."""
+CHAIN_SIGS_AFTER_NS = 100_000
+"""A string-body chain that took this long to follow is also memoised by its states' part states
+(``CFGEngine._plain_chain``): the few that cost that much (a long counter beside other patterns)
+would otherwise be followed again at every step; a cheap one is not worth the lookup."""
 ALIKE_TRIES = 2
 """States walked in full lately that a new state, for the same expected set, is compared with
 before it walks (``CFGEngine._alike_entry``)."""
@@ -335,6 +339,7 @@ class CFGEngine:
         self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
+        self._chain_by_sig: dict[tuple[Any, bytes], Any] = {}  # costly chains' suffixes, by _chain_sigs
         # per expected set: lexer states known closed under plain text, and known not (_closure_closed)
         self._closed: dict[bytes, tuple[set[int], set[int]]] = {}
         # per state of the terminals' own DFAs, how plain text runs from it (_plain_closed): whether
@@ -773,17 +778,24 @@ class CFGEngine:
         Memoised per (state, ``key``: the expected set ``R`` is for) together with the suffixes of
         its first ``limit`` states: a string's next state continues the chain of the one before,
         so a length counter (a ``maxLength``) is walked once per ``limit`` characters rather
-        than once per token."""
+        than once per token. The states of a costly chain are also known by the part states of
+        the terminals ``R`` looks at (``_chain_sigs``), as the chain is: the text read may lead
+        elsewhere than the chain's characters in terminals the walk ignores (another property's
+        pattern), not in these, and would otherwise miss at every step."""
         memo = self._chain_memo
         limit = max(limit, 0)
         hit = memo.get((lex, key))
+        if hit is None and self._chain_by_sig:
+            hit = self._chain_by_sig.get((self._chain_sig(lex, key), key))
         if hit is False:
             return None
         if hit is None:
+            t0 = time.perf_counter_ns()
             base = self._chain_steps(R, lex, limit)
             if base is None:
                 memo[(lex, key)] = False
                 return None
+            costly = time.perf_counter_ns() - t0 >= CHAIN_SIGS_AFTER_NS
             k = 0
         else:
             base, k = hit
@@ -792,21 +804,50 @@ class CFGEngine:
             self._chain_bases += 1
             if self._chain_bases > 2048:  # at most ~20 MB of chains (150 states and their mids each)
                 memo.clear()
+                self._chain_by_sig.clear()
                 self._chain_bases = 1
-            first: dict[int, int] = {}  # a repeated state: its first suffix (a whole chain past it)
-            final = int(states[-1]) if end == "loops" else None
-            for j, s in enumerate(states[:limit].tolist()):
-                if s not in first:
-                    first[s] = j
-                elif s == final:
-                    break  # the loop: nothing new after it
-            for s, j in first.items():
-                memo[(s, key)] = (base, j + 1)
+            for by, ids in ((memo, states.tolist()),) + (((self._chain_by_sig, self._chain_sigs(states, key)),)
+                                                        if costly else ()):
+                first: dict[Any, int] = {}  # a repeated state: its first suffix (a whole chain past it)
+                final = ids[-1] if end == "loops" else None
+                for j, s in enumerate(ids[:limit]):
+                    if s not in first:
+                        first[s] = j
+                    elif s == final:
+                        break  # the loop: nothing new after it
+                for s, j in first.items():
+                    by[(s, key)] = (base, j + 1)
             memo[(lex, key)] = (base, 0)
         # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
         # its first ``limit`` states: a suffix is a whole chain
         n = min(states.shape[0] - k, limit)
         return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
+
+    def _chain_sig(self, lex: int, key: bytes) -> Any:
+        """``_chain_sigs`` of one state."""
+        lx = self.lexer
+        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+            return lex
+        lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
+        return lx.comp_part[lo:hi][self._term_flags(np.frombuffer(key, np.uint64))[0][lx.comp_term[lo:hi]]].tobytes()
+
+    def _chain_sigs(self, states: np.ndarray, key: bytes) -> list:
+        """Per lexer state, what ``_plain_chain`` knows it by for expected set ``key``: the part
+        states of the terminals a walk looks at, as bytes (the state itself for a lexer without
+        components)."""
+        lx = self.lexer
+        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+            return states.tolist()
+        sel = self._term_flags(np.frombuffer(key, np.uint64))[0]
+        lo = lx.comp_off[states]
+        lens = lx.comp_off[states + 1] - lo
+        ends = np.cumsum(lens)
+        idx = np.arange(int(ends[-1]) if ends.shape[0] else 0) + np.repeat(lo - (ends - lens), lens)
+        on = sel[lx.comp_term[idx]]
+        parts = lx.comp_part[idx][on]
+        owner = np.repeat(np.arange(states.shape[0]), lens)[on]
+        cut = [0] + np.cumsum(np.bincount(owner, minlength=states.shape[0])).tolist()
+        return [parts[cut[j]:cut[j + 1]].tobytes() for j in range(states.shape[0])]
 
     @staticmethod
     def _chain_steps(R: tuple, lex: int, limit: int) -> tuple | None:
