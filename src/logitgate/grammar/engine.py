@@ -339,7 +339,7 @@ class CFGEngine:
         self._start_class: tuple | None = None  # (mixed states, fork states, kind per state): _start_walk_applies
         self._chain_memo: dict[tuple[int, bytes], Any] = {}  # see _plain_chain
         self._chain_bases = 0  # chains computed since the memo was last emptied
-        self._chain_by_sig: dict[tuple[Any, bytes], Any] = {}  # costly chains' suffixes, by _chain_sigs
+        self._chain_by_sig: dict[bytes, dict[Any, Any]] = {}  # per expected set: costly chains' suffixes
         # per expected set: lexer states known closed under plain text, and known not (_closure_closed)
         self._closed: dict[bytes, tuple[set[int], set[int]]] = {}
         # per state of the terminals' own DFAs, how plain text runs from it (_plain_closed): whether
@@ -785,8 +785,9 @@ class CFGEngine:
         memo = self._chain_memo
         limit = max(limit, 0)
         hit = memo.get((lex, key))
-        if hit is None and self._chain_by_sig:
-            hit = self._chain_by_sig.get((self._chain_sig(lex, key), key))
+        by_sig = self._chain_by_sig.get(key)
+        if hit is None and by_sig:
+            hit = by_sig.get(self._chain_sig(lex, key))
         if hit is False:
             return None
         if hit is None:
@@ -806,8 +807,7 @@ class CFGEngine:
                 memo.clear()
                 self._chain_by_sig.clear()
                 self._chain_bases = 1
-            for by, ids in ((memo, states.tolist()),) + (((self._chain_by_sig, self._chain_sigs(states, key)),)
-                                                        if costly else ()):
+            for by_sigs, ids in ((False, states.tolist()),) + ((True, self._chain_sigs(states, key)),) * costly:
                 first: dict[Any, int] = {}  # a repeated state: its first suffix (a whole chain past it)
                 final = ids[-1] if end == "loops" else None
                 for j, s in enumerate(ids[:limit]):
@@ -815,8 +815,10 @@ class CFGEngine:
                         first[s] = j
                     elif s == final:
                         break  # the loop: nothing new after it
-                for s, j in first.items():
-                    by[(s, key)] = (base, j + 1)
+                if by_sigs:
+                    self._chain_by_sig.setdefault(key, {}).update((s, (base, j + 1)) for s, j in first.items())
+                else:
+                    memo.update(((s, key), (base, j + 1)) for s, j in first.items())
             memo[(lex, key)] = (base, 0)
         # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
         # its first ``limit`` states: a suffix is a whole chain
