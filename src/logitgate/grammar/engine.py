@@ -787,7 +787,7 @@ class CFGEngine:
         hit = memo.get((lex, key))
         by_sig = self._chain_by_sig.get(key)
         if hit is None and by_sig:
-            hit = by_sig.get(self._chain_sig(lex, key))
+            hit = by_sig.get(self._chain_sig(lex, R[3]))
         if hit is False:
             return None
         if hit is None:
@@ -807,7 +807,7 @@ class CFGEngine:
                 memo.clear()
                 self._chain_by_sig.clear()
                 self._chain_bases = 1
-            for by_sigs, ids in ((False, states.tolist()),) + ((True, self._chain_sigs(states, key)),) * costly:
+            for by_sigs, ids in ((False, states.tolist()),) + ((True, self._chain_sigs(states, R[3])),) * costly:
                 first: dict[Any, int] = {}  # a repeated state: its first suffix (a whole chain past it)
                 final = ids[-1] if end == "loops" else None
                 for j, s in enumerate(ids[:limit]):
@@ -825,22 +825,22 @@ class CFGEngine:
         n = min(states.shape[0] - k, limit)
         return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
 
-    def _chain_sig(self, lex: int, key: bytes) -> Any:
+    def _chain_sig(self, lex: int, exp: np.ndarray) -> Any:
         """``_chain_sigs`` of one state."""
         lx = self.lexer
         if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
             return lex
         lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
-        return lx.comp_part[lo:hi][self._term_flags(np.frombuffer(key, np.uint64))[0][lx.comp_term[lo:hi]]].tobytes()
+        return lx.comp_part[lo:hi][self._term_flags(exp)[0][lx.comp_term[lo:hi]]].tobytes()
 
-    def _chain_sigs(self, states: np.ndarray, key: bytes) -> list:
-        """Per lexer state, what ``_plain_chain`` knows it by for expected set ``key``: the part
+    def _chain_sigs(self, states: np.ndarray, exp: np.ndarray) -> list:
+        """Per lexer state, what ``_plain_chain`` knows it by for expected set ``exp``: the part
         states of the terminals a walk looks at, as bytes (the state itself for a lexer without
         components)."""
         lx = self.lexer
         if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
             return states.tolist()
-        sel = self._term_flags(np.frombuffer(key, np.uint64))[0]
+        sel = self._term_flags(exp)[0]
         lo = lx.comp_off[states]
         lens = lx.comp_off[states + 1] - lo
         ends = np.cumsum(lens)
