@@ -807,7 +807,10 @@ class CFGEngine:
                 memo.clear()
                 self._chain_by_sig.clear()
                 self._chain_bases = 1
-            for by_sigs, ids in ((False, states.tolist()),) + ((True, self._chain_sigs(states, R[3])),) * costly:
+            todo: list[tuple[bool, list]] = [(False, states.tolist())]
+            if costly:
+                todo.append((True, self._chain_sigs(states, R[3])))
+            for by_sigs, ids in todo:
                 first: dict[Any, int] = {}  # a repeated state: its first suffix (a whole chain past it)
                 final = ids[-1] if end == "loops" else None
                 for j, s in enumerate(ids[:limit]):
