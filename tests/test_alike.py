@@ -71,16 +71,13 @@ SCHEMAS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SCHEMAS))
-def test_alike_states_give_the_full_walk_masks(name, real_tok, monkeypatch):
-    """Every costly walk's state is kept (``ALIKE_WORTH_NS`` = 0), so the comparison runs at every
-    step; the masks equal those with it switched off, and some states did share a walk."""
-    monkeypatch.setattr(engine_mod, "ALIKE_WORTH_NS", 0)
-    g = lg.Grammar.from_json_schema(SCHEMAS[name])
-    fast = lg.compile(g, real_tok, cache=False)
+def _compare(g: lg.Grammar, tok: lg.Tokenizer, monkeypatch, seeds: int) -> int:
+    """Masks along random walks equal those with the comparison switched off; returns how many
+    states shared another's walk."""
+    fast = lg.compile(g, tok, cache=False)
     with monkeypatch.context() as mp:
         mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
-        slow = lg.compile(g, real_tok, cache=False)
+        slow = lg.compile(g, tok, cache=False)
     shared = 0
     original = engine_mod.CFGEngine._alike_entry
 
@@ -90,22 +87,48 @@ def test_alike_states_give_the_full_walk_masks(name, real_tok, monkeypatch):
         shared += got is not None
         return got
 
-    monkeypatch.setattr(engine_mod.CFGEngine, "_alike_entry", counting)
     rng = random.Random(7)
-    for seed in range(3):
+    for seed in range(seeds):
         rng.seed(seed)
         a, b = lg.Matcher(fast), lg.Matcher(slow)
         for _ in range(40):
-            want = a.allowed_token_ids()
+            with monkeypatch.context() as mp:
+                mp.setattr(engine_mod.CFGEngine, "_alike_entry", counting)
+                want = a.allowed_token_ids()
             with monkeypatch.context() as mp:
                 mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
                 ref = b.allowed_token_ids()
             assert np.array_equal(want, ref)
-            choices = [int(t) for t in ref if int(t) not in real_tok.eos_token_ids]
+            choices = [int(t) for t in ref if int(t) not in tok.eos_token_ids]
             if not choices:
                 break
             # mostly short tokens: many steps inside the strings, near and far from their limits
-            t = min(rng.sample(choices, min(3, len(choices))), key=lambda x: len(real_tok.tokens[x]))
+            t = min(rng.sample(choices, min(3, len(choices))), key=lambda x: len(tok.tokens[x]))
             assert a.accept_token(t) and b.accept_token(t)
+    return shared
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_alike_states_give_the_full_walk_masks(name, real_tok, monkeypatch):
+    """Every costly walk's state is kept (``ALIKE_WORTH_NS`` = 0), so the comparison runs at every
+    step; the masks equal those with it switched off, and some states did share a walk."""
+    monkeypatch.setattr(engine_mod, "ALIKE_WORTH_NS", 0)
+    shared = _compare(lg.Grammar.from_json_schema(SCHEMAS[name]), real_tok, monkeypatch, 3)
     if name != "exact length":  # 24 characters: every two states differ within a token's length
         assert shared > 0
+
+
+LARK = {
+    # two counted terminals that start alike: the lexer state runs both while the text fits both
+    "two counters": 'start: "[" item ("," item)* "]"\nitem: ID | HEX\nID: /[a-z_][a-z0-9_]{0,150}/\n'
+                    'HEX: /0x[0-9a-f]{1,90}/',
+    "counter and ignored spaces": 'start: WORD+\nWORD: /[a-z]{1,120}/\n%ignore " "',
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARK))
+def test_alike_states_in_lark_grammars(name, real_tok, monkeypatch):
+    """The same comparison in Lark grammars: several terminals in one lexer state, and an ignored
+    terminal; the masks equal those with the comparison switched off."""
+    monkeypatch.setattr(engine_mod, "ALIKE_WORTH_NS", 0)
+    assert _compare(lg.Grammar.from_lark(LARK[name]), real_tok, monkeypatch, 2) > 0
