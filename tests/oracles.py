@@ -139,3 +139,44 @@ def tok_bytes_index(tok) -> dict[bytes, int]:
                 idx.setdefault(b, t)
         _index_cache[key] = idx
     return _index_cache[key]
+
+
+def walk_with_fast_path_off(grammar, tok, monkeypatch, method: str, off, rng: random.Random, steps: int,
+                            prefix: bytes = b"", longest: bool = True) -> int:
+    """The engine's own oracle for a fast path: along a random walk, the masks with
+    ``CFGEngine.<method>`` in place equal those with it replaced by ``off`` (the plain path);
+    returns how many of the fast path's calls answered (not None). Picks among a few allowed
+    tokens the longest (deep into strings) or, with ``longest=False``, the shortest (many steps)."""
+    import logitgate as lg
+    from logitgate.grammar import engine as engine_mod
+
+    fast = lg.compile(grammar, tok, cache=False)
+    with monkeypatch.context() as mp:
+        mp.setattr(engine_mod.CFGEngine, method, off)
+        slow = lg.compile(grammar, tok, cache=False)
+    used = 0
+    original = getattr(engine_mod.CFGEngine, method)
+
+    def counting(self, *args):
+        nonlocal used
+        got = original(self, *args)
+        used += got is not None
+        return got
+
+    a, b = lg.Matcher(fast), lg.Matcher(slow)
+    assert a.accept_bytes(prefix) and b.accept_bytes(prefix)
+    for _ in range(steps):
+        with monkeypatch.context() as mp:
+            mp.setattr(engine_mod.CFGEngine, method, counting)
+            want = a.allowed_token_ids()
+        with monkeypatch.context() as mp:
+            mp.setattr(engine_mod.CFGEngine, method, off)
+            ref = b.allowed_token_ids()
+        assert np.array_equal(want, ref), (len(want), len(ref))
+        choices = [int(t) for t in ref if int(t) not in tok.eos_token_ids]
+        if not choices:
+            break
+        pick = max if longest else min
+        t = pick(rng.sample(choices, min(4 if longest else 3, len(choices))), key=lambda x: len(tok.tokens[x]))
+        assert a.accept_token(t) and b.accept_token(t)
+    return used

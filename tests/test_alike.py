@@ -13,6 +13,8 @@ import logitgate as lg
 from logitgate.grammar import engine as engine_mod
 from logitgate.kernels import body_kernels as bk
 
+from .oracles import walk_with_fast_path_off
+
 
 def _moore(table: np.ndarray, acc: np.ndarray, depth: int) -> np.ndarray:
     """Classes of states no string of at most ``depth`` bytes tells apart (-1 = refused, a class
@@ -72,40 +74,11 @@ SCHEMAS = {
 
 
 def _compare(g: lg.Grammar, tok: lg.Tokenizer, monkeypatch, seeds: int) -> int:
-    """Masks along random walks equal those with the comparison switched off; returns how many
-    states shared another's walk."""
-    fast = lg.compile(g, tok, cache=False)
-    with monkeypatch.context() as mp:
-        mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
-        slow = lg.compile(g, tok, cache=False)
-    shared = 0
-    original = engine_mod.CFGEngine._alike_entry
-
-    def counting(self, lex, key):
-        nonlocal shared
-        got = original(self, lex, key)
-        shared += got is not None
-        return got
-
-    rng = random.Random(7)
-    for seed in range(seeds):
-        rng.seed(seed)
-        a, b = lg.Matcher(fast), lg.Matcher(slow)
-        for _ in range(40):
-            with monkeypatch.context() as mp:
-                mp.setattr(engine_mod.CFGEngine, "_alike_entry", counting)
-                want = a.allowed_token_ids()
-            with monkeypatch.context() as mp:
-                mp.setattr(engine_mod.CFGEngine, "_alike_entry", lambda self, lex, key: None)
-                ref = b.allowed_token_ids()
-            assert np.array_equal(want, ref)
-            choices = [int(t) for t in ref if int(t) not in tok.eos_token_ids]
-            if not choices:
-                break
-            # mostly short tokens: many steps inside the strings, near and far from their limits
-            t = min(rng.sample(choices, min(3, len(choices))), key=lambda x: len(tok.tokens[x]))
-            assert a.accept_token(t) and b.accept_token(t)
-    return shared
+    """Masks along random walks (mostly short tokens: many steps inside the strings, near and far
+    from their limits) equal those with the comparison switched off; returns how many states
+    shared another's walk."""
+    return sum(walk_with_fast_path_off(g, tok, monkeypatch, "_alike_entry", lambda self, lex, key: None,
+                                       random.Random(seed), 40, longest=False) for seed in range(seeds))
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))

@@ -12,6 +12,8 @@ import pytest
 import logitgate as lg
 from logitgate.grammar import engine as engine_mod
 
+from .oracles import walk_with_fast_path_off
+
 SCHEMAS = {
     "plain strings": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
                       "required": ["a", "b"], "additionalProperties": False},
@@ -30,37 +32,8 @@ def _walk_equal(grammar: lg.Grammar, tok: lg.Tokenizer, seed: int, steps: int, m
                 prefix: bytes = b"") -> int:
     """Masks with the split equal those of the full walk along a random walk; returns how many
     masks the split computed."""
-    fast = lg.compile(grammar, tok, cache=False)
-    with monkeypatch.context() as mp:
-        mp.setattr(engine_mod.CFGEngine, "_body_walk", lambda self, lex, exp: None)
-        slow = lg.compile(grammar, tok, cache=False)
-    used = 0
-    original = engine_mod.CFGEngine._body_walk
-
-    def counting(self, lex, exp):
-        nonlocal used
-        got = original(self, lex, exp)
-        used += got is not None
-        return got
-
-    rng = random.Random(seed)
-    a, b = lg.Matcher(fast), lg.Matcher(slow)
-    assert a.accept_bytes(prefix) and b.accept_bytes(prefix)
-    for _ in range(steps):
-        with monkeypatch.context() as mp:
-            mp.setattr(engine_mod.CFGEngine, "_body_walk", counting)
-            want_fast = a.allowed_token_ids()
-        with monkeypatch.context() as mp:
-            mp.setattr(engine_mod.CFGEngine, "_body_walk", lambda self, lex, exp: None)
-            want_slow = b.allowed_token_ids()
-        assert np.array_equal(want_fast, want_slow), (len(want_fast), len(want_slow))
-        choices = [int(t) for t in want_slow if int(t) not in tok.eos_token_ids]
-        if not choices:
-            break
-        # prefer longer tokens now and then, so the walk gets deep into strings
-        t = max(rng.sample(choices, min(4, len(choices))), key=lambda x: len(tok.tokens[x]))
-        assert a.accept_token(t) and b.accept_token(t)
-    return used
+    return walk_with_fast_path_off(grammar, tok, monkeypatch, "_body_walk", lambda self, lex, exp: None,
+                                   random.Random(seed), steps, prefix)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))

@@ -676,6 +676,27 @@ def parts_alike(table, acc, p, q, depth, slots, pairs, pair_slot):  # pragma: no
     return alike
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _unknown_parts(comp_term, comp_part, lo, hi, flags, memo, todo):  # pragma: no cover - compiled
+    """Into ``todo``, the parts ``comp_part[lo:hi]`` of flagged terminals whose ``memo`` is not
+    known yet (-1); how many."""
+    n = 0
+    for k in range(lo, hi):
+        if flags[comp_term[k]] and memo[comp_part[k]] < 0:
+            todo[n] = comp_part[k]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _any_part(comp_term, comp_part, lo, hi, flags, memo):  # pragma: no cover - compiled
+    """Whether a part ``comp_part[lo:hi]`` of a flagged terminal has ``memo`` 1."""
+    for k in range(lo, hi):
+        if flags[comp_term[k]] and memo[comp_part[k]] == 1:
+            return True
+    return False
+
+
 @njit(types.boolean(_ro(types.int32, 2), _ro(types.int32, 1), _ro(types.boolean, 1), _ro(types.int64, 1),
                     _ro(types.int64, 2), _ro(types.int64, 1), _ro(types.int32, 1), _ro(types.int32, 1),
                     _ro(types.boolean, 1), _ro(types.boolean, 1), types.int64, types.Array(types.int8, 1, "C"),
@@ -692,29 +713,16 @@ def parts_closed(table, column, acc, plain, forms, comp_off, comp_term, comp_par
     lo = comp_off[lex]
     hi = comp_off[lex + 1]
     todo = np.empty(hi - lo, np.int32)
-    n = 0
-    for k in range(lo, hi):  # parts met for the first time
-        p = comp_part[k]
-        if sel[comp_term[k]] and ends[p] < 0:
-            todo[n] = p
-            n += 1
+    n = _unknown_parts(comp_term, comp_part, lo, hi, sel, ends, todo)  # parts met for the first time
     if n:
         parts_text(table, column, acc, plain, forms, todo[:n], closed, ends)
-    for k in range(lo, hi):
-        if sel[comp_term[k]] and ends[comp_part[k]] == 1:
-            return False  # a lexeme the walk looks at can end on the way
-    n = 0
-    for k in range(lo, hi):
-        p = comp_part[k]
-        if look[comp_term[k]]:
-            if closed[p] == 1:
-                return True
-            if closed[p] < 0:  # known to end nowhere (from an earlier part), not yet if closed
-                todo[n] = p
-                n += 1
+    if _any_part(comp_term, comp_part, lo, hi, sel, ends):
+        return False  # a lexeme the walk looks at can end on the way
+    if _any_part(comp_term, comp_part, lo, hi, look, closed):
+        return True
+    # known to end nowhere (from an earlier part), not yet if closed
+    n = _unknown_parts(comp_term, comp_part, lo, hi, look, closed, todo)
     if n:
         parts_text(table, column, acc, plain, forms, todo[:n], closed, ends)
-        for k in range(lo, hi):
-            if look[comp_term[k]] and closed[comp_part[k]] == 1:
-                return True
+        return _any_part(comp_term, comp_part, lo, hi, look, closed)
     return False
