@@ -346,6 +346,8 @@ class CFGEngine:
         # none is refused, and whether the DFA accepts on the way (-1: not known yet)
         self._part_closed = np.full(lx.part_table.shape[0], -1, np.int8)
         self._part_ends = np.full(lx.part_table.shape[0], -1, np.int8)
+        # whether the lexer's states are known by their terminals' own DFA states (comp_*, part_*)
+        self._has_parts = lx.comp_off.shape[0] > 0 and lx.part_table.shape[0] > 0
         # per (expected set, first bytes): the last lexer states walked in full, whose entries a state
         # that behaves alike over any token's bytes shares (_alike_entry); and pairs of part states
         # known alike or not over that many bytes
@@ -397,9 +399,7 @@ class CFGEngine:
         if hit[7] != st.lex:  # shared with a state that behaves alike (_alike_entry): so is the mask
             twin = self._masks.get((hit[7], key[1]))
             if twin is not None:
-                with self._lock:
-                    self._masks[key] = twin
-                    self._mask_bytes += twin.nbytes
+                self._keep_mask(key, twin)
                 return twin
         inside, first_bytes = hit[0], hit[2]
         out = inside.copy()
@@ -415,13 +415,28 @@ class CFGEngine:
             for w, bits in self._eos_at:
                 words[w] |= bits
         words.setflags(write=False)
+        self._keep_mask(key, words)
+        return words
+
+    def _keep_mask(self, key: tuple[int, bytes], words: np.ndarray) -> None:
+        """Memoise ``words`` under ``key``, dropping the oldest masks past ``mask_cache_bytes`` (a
+        mask shared by two keys counts twice: the size stays an upper bound)."""
         with self._lock:
             self._masks[key] = words
             self._mask_bytes += words.nbytes
             while self._mask_bytes > self.mask_cache_bytes and len(self._masks) > 1:
                 _, old = self._masks.popitem(last=False)
                 self._mask_bytes -= old.nbytes
-        return words
+
+    def _keep_partial(self, key: tuple, hit: tuple) -> None:
+        """Memoise the partial mask ``hit`` under ``key``, dropping the oldest entries past half of
+        ``mask_cache_bytes`` (an entry shared by two keys counts twice)."""
+        with self._lock:
+            self._partial[key] = hit
+            self._partial_bytes += _entry_bytes(hit)
+            while self._partial_bytes > self.mask_cache_bytes // 2 and len(self._partial) > 1:
+                _, old = self._partial.popitem(last=False)
+                self._partial_bytes -= _entry_bytes(old)
 
     def _boundaries(self, out: np.ndarray, hit: tuple, ch: _Chart) -> None:
         """``_boundary`` for a partial mask's groups, and for those of the part of it walked in
@@ -503,9 +518,7 @@ class CFGEngine:
         t0 = time.perf_counter() if cls is not None else 0.0
         if rec is not None:
             hit = self._start_walk(rec, exp, first_ok)
-            with self._lock:
-                self._partial[key] = hit
-                self._partial_bytes += _entry_bytes(hit)
+            self._keep_partial(key, hit)
             return hit
         few = inner and int(_EK.viable_bytes(self.L, lex, exp, FEW_BYTES + 1)) <= FEW_BYTES
         body = self._body_walk(lex, exp) if first is None and inner and not few else None
@@ -524,9 +537,7 @@ class CFGEngine:
             if inner:  # a walk of the whole vocabulary, unless a state walked lately behaves alike
                 twin = self._alike_entry(lex, key)
                 if twin is not None:
-                    with self._lock:  # counted again: the cache's size stays an upper bound
-                        self._partial[key] = twin
-                        self._partial_bytes += _entry_bytes(twin)
+                    self._keep_partial(key, twin)
                     return twin
                 t_walk = time.perf_counter_ns()
             inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
@@ -547,13 +558,9 @@ class CFGEngine:
             walked = self._walked.setdefault(key[1:], [])
             walked.insert(0, lex)
             del walked[ALIKE_TRIES:]
-        with self._lock:
-            self._partial[key] = hit
-            self._partial_bytes += _entry_bytes(hit)
-            while self._partial_bytes > self.mask_cache_bytes // 2 and len(self._partial) > 1:
-                _, old = self._partial.popitem(last=False)
-                self._partial_bytes -= _entry_bytes(old)
-            if cls is not None:
+        self._keep_partial(key, hit)
+        if cls is not None:
+            with self._lock:
                 self._start_plain[cls] = self._start_plain.get(cls, 0.0) + time.perf_counter() - t0
         return hit
 
@@ -569,8 +576,7 @@ class CFGEngine:
         is the common case: each of its steps (a ``maxLength``, a ``{1,255}``) would otherwise
         walk the whole vocabulary again."""
         owners = self._walked.get(key[1:])
-        lx = self.lexer
-        if not owners or lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+        if not owners or not self._has_parts:
             return None
         fails = self._alike_fails.get(key[1:], 0)
         if fails >= ALIKE_GIVE_UP:
@@ -582,20 +588,21 @@ class CFGEngine:
             if hit is None:
                 continue
             terms2, parts2 = self._looked_parts(other, sel)
-            if terms == terms2 and all(self._alike(a, b) for a, b in zip(parts, parts2)):
+            if np.array_equal(terms, terms2) and all(self._alike(a, b) for a, b in zip(parts.tolist(),
+                                                                                        parts2.tolist())):
                 self._alike_fails[key[1:]] = 0
                 return hit
         self._alike_fails[key[1:]] = fails + 1
         return None
 
-    def _looked_parts(self, lex: int, sel: np.ndarray) -> tuple[bytes, list[int]]:
-        """The terminals flagged in ``sel`` that lexer state ``lex`` runs (as bytes), and their
-        part states."""
+    def _looked_parts(self, lex: int, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The terminals flagged in ``sel`` that lexer state ``lex`` runs, and their part states
+        (``LexerTables.comp_*``)."""
         lx = self.lexer
         lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
         terms = lx.comp_term[lo:hi]
         on = sel[terms]
-        return terms[on].tobytes(), lx.comp_part[lo:hi][on].tolist()
+        return terms[on], lx.comp_part[lo:hi][on]
 
     def _alike(self, p: int, q: int) -> bool:
         """``body_kernels.parts_alike`` over the longest token's bytes, memoised per pair."""
@@ -830,19 +837,15 @@ class CFGEngine:
 
     def _chain_sig(self, lex: int, exp: np.ndarray) -> Any:
         """``_chain_sigs`` of one state."""
-        lx = self.lexer
-        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
-            return lex
-        lo, hi = int(lx.comp_off[lex]), int(lx.comp_off[lex + 1])
-        return lx.comp_part[lo:hi][self._term_flags(exp)[0][lx.comp_term[lo:hi]]].tobytes()
+        return self._looked_parts(lex, self._term_flags(exp)[0])[1].tobytes() if self._has_parts else lex
 
     def _chain_sigs(self, states: np.ndarray, exp: np.ndarray) -> list:
         """Per lexer state, what ``_plain_chain`` knows it by for expected set ``exp``: the part
         states of the terminals a walk looks at, as bytes (the state itself for a lexer without
         components)."""
-        lx = self.lexer
-        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+        if not self._has_parts:
             return states.tolist()
+        lx = self.lexer
         sel = self._term_flags(exp)[0]
         lo = lx.comp_off[states]
         lens = lx.comp_off[states + 1] - lo
@@ -976,9 +979,9 @@ class CFGEngine:
         through any plain text, keeping every state on the way viable (``body_kernels.parts_text``,
         which answers the part states its search passes too, so a string's next states are
         known). A lexer without components asks ``_closure_closed``."""
-        lx = self.lexer
-        if lx.comp_off.shape[0] == 0 or lx.part_table.shape[0] == 0:
+        if not self._has_parts:
             return self._closure_closed(lex, exp)
+        lx = self.lexer
         sel, look = self._term_flags(exp)
         return bool(_BK.parts_closed(lx.part_table, lx.part_column, lx.part_acc, bk.PLAIN_ASCII, bk.UTF8_FORMS,
                                      lx.comp_off, lx.comp_term, lx.comp_part, sel, look, int(lex), self._part_closed,

@@ -596,11 +596,11 @@ PARTS_ALIKE_PAIRS = 4096
 def parts_alike(table, acc, p, q, depth, slots, pairs, pair_slot):  # pragma: no cover - compiled
     """Whether part states ``p`` and ``q`` of one terminal's own DFA (``table[x, column]``, -1:
     none; accepting where ``acc``) behave alike on every byte string of at most ``depth`` bytes:
-    after each prefix both are refused, or both go on and accept alike. Breadth-first over the
-    pairs met (``slots``: a hash table of pair indexes, all -1, a power of two at least twice
-    ``pairs``, left all -1 again; ``pair_slot`` as long as ``pairs``), so a pair met again is not followed twice; False past
-    ``pairs.shape[0]`` pairs (unknown); before that, each byte repeated alone (cheap, and where a
-    length counter near its limit differs first). Two length counters far enough from their
+    after each prefix both are refused, or both go on and accept alike. First each byte repeated
+    alone (cheap, and where a length counter near its limit differs first), then breadth-first
+    over the pairs met (``slots``: a hash table of pair indexes, all -1, a power of two at least
+    twice ``pairs``, left all -1 again; ``pair_slot`` as long as ``pairs``), so a pair met again
+    is not followed twice; False past ``pairs.shape[0]`` pairs (unknown). Two length counters far enough from their
     limits are alike, say, where the strings that tell them apart are longer than any token."""
     if acc[p] != acc[q]:
         return False
