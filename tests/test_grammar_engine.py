@@ -1317,6 +1317,35 @@ def test_string_values_beside_other_keys_are_bodies_and_equal_brute_force(tok_sp
     assert len(shapes) > len(limits) + 10
 
 
+def test_packed_boundary_groups_hold_merge_groups_arrays(tok_spm):
+    """split_boundaries hands the boundary walk merge_groups' arrays packed (g_state, one int32
+    record, m_rec): every segment of the record equals the array it packs, the raw flag says
+    whether some group was left unmerged, and the first-byte count is the number of first bytes
+    it set."""
+    from logitgate.kernels import earley_kernels as ek
+
+    trie = tok_spm.trie
+    rng = np.random.default_rng(7)
+    for limit in (0, 64, 1 << 30):
+        picked = np.unique(rng.integers(1, trie.n_nodes, 400)).astype(np.int32)
+        nodes, states = picked, rng.integers(0, 12, picked.shape[0]).astype(np.int32)
+        first = np.zeros(256, np.uint8)
+        groups, dn, ds, n_first, any_raw = ek.split_boundaries(trie.nodes, trie.subtree_end, nodes, states, limit,
+                                                               first)
+        depth = (trie.nodes[nodes] >> 8) & 0xFFFF
+        assert n_first == len(set((trie.nodes[nodes[depth == 1]] & 0xFF).tolist())) == int(first.sum())
+        plain = ek.merge_groups(trie.nodes, trie.subtree_end, dn, ds, limit)
+        g_state, pack, m_rec = groups
+        assert np.array_equal(g_state, plain[1]) and np.array_equal(m_rec, plain[2])
+        segments = [pack[pack[k]:pack[k + 1]] for k in range(7)]
+        for seg, arr in zip(segments, (plain[0], plain[3], plain[4], plain[5], plain[6], plain[7], plain[8])):
+            assert np.array_equal(seg, arr.astype(np.int32))
+        assert pack[0] == ek.GROUP_HEADER and pack[7] == pack.shape[0]
+        assert any_raw == int(plain[6].any())
+        if limit == 0:  # every group is left raw
+            assert dn.shape[0] and any_raw == 1
+
+
 def test_merged_and_raw_boundary_groups_give_the_same_masks(tok_spm, monkeypatch):
     """The boundary walk over merged group tries (merge_groups: children bucketed in place, short
     child lists insertion-sorted) and over the token trie itself (groups left raw) allow the same

@@ -30,7 +30,7 @@ from .lexer import LexerTables, build_lexer
 
 # the kernels a step calls, without numba's per-call type dispatch (see kernels.DirectCalls)
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
-                       "merge_groups", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
+                       "merge_packed", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
 _BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_alike", "parts_closed", "parts_text", "plain_chain",
                       "plain_closure"))
@@ -91,9 +91,9 @@ class _StartWalk:
         # state, stably: the walk met them in trie order, so by first byte within a state)
         order = ek.group_by_key(bnd_state[:n_bnd], n_states)[0]
         key = bnd_state[:n_bnd][order] * 256 + bnd_first[:n_bnd][order]
-        self.groups = _EK.merge_groups(trie.nodes, trie.subtree_end, bnd_node[:n_bnd][order], key, MERGE_LIMIT)
-        self.g_state = self.groups[1] >> 8
-        self.g_first = (self.groups[1] & 255).astype(np.uint8)
+        self.groups = _EK.merge_packed(trie.nodes, trie.subtree_end, bnd_node[:n_bnd][order], key, MERGE_LIMIT)[0]
+        self.g_state = self.groups[0] >> 8
+        self.g_first = (self.groups[0] & 255).astype(np.uint8)
         # where a lexeme may stop early, by the state before
         order, uniq, self.d_ptr = ek.group_by_key(div_state[:n_div], n_states)
         self.d_state = uniq.astype(np.int32)
@@ -442,7 +442,7 @@ class CFGEngine:
         """``_boundary`` for a partial mask's groups, and for those of the part of it walked in
         another trie (``hit[6]``: see ``_partial_mask``)."""
         while hit is not None:
-            if hit[1][1].shape[0]:
+            if hit[1][0].shape[0]:
                 self._boundary(out, hit[1], ch, hit[4])
             hit = hit[6]
 
@@ -450,7 +450,7 @@ class CFGEngine:
         """OR into ``out`` the tokens crossing the boundaries of ``groups`` (parser at ``ch``'s
         last row; ``groups`` are nodes of ``trie``, default the vocabulary's). Bits are only ever
         added, so a retry after growing the chart is safe."""
-        if groups[1].shape[0] == 0:
+        if groups[0].shape[0] == 0:
             return
         trie = self.trie if trie is None else trie
         rows = ch.n_rows
@@ -545,14 +545,15 @@ class CFGEngine:
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
         first_bytes = np.zeros(256, np.uint8)
         if bnd_node.shape[0]:
-            groups, dn, ds = _EK.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state, MERGE_LIMIT,
-                                                  first_bytes)
-            pending = [dn, ds, 0] if groups[6].any() else None  # big groups left raw: merge once reused
+            groups, dn, ds, n_first, any_raw = _EK.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state,
+                                                                    MERGE_LIMIT, first_bytes)
+            pending = [dn, ds, 0] if any_raw else None  # big groups left raw: merge once reused
         else:  # no token leaves the lexeme (a key's middle letters): nothing for the boundary walk
-            groups, pending = _no_groups(trie), None
+            groups, pending, n_first = _no_groups(trie), None, 0
         if chained is not None and chained[2] is not None:
-            first_bytes |= chained[2]
-        hit = (inside, groups, first_bytes if first_bytes.any() else None, bnd_node, trie, pending, chained, lex)
+            first_bytes |= chained[2]  # kept only when some bit is set
+            n_first = 1
+        hit = (inside, groups, first_bytes if n_first else None, bnd_node, trie, pending, chained, lex)
         if t_walk and time.perf_counter_ns() - t_walk >= ALIKE_WORTH_NS:
             # a costly walk: a state like it later shares its entry rather than walking again
             walked = self._walked.setdefault(key[1:], [])
@@ -688,7 +689,7 @@ class CFGEngine:
         nd = int(_EK.start_walk_apply(self.L, exp, first_ok, rec.st_ptr, rec.st_state, rec.in_tok, rec.in_first,
                                       rec.g_state, rec.g_first, g_on, rec.d_ptr, rec.d_state, rec.div_node,
                                       rec.div_next, rec.div_first, inside, dyn_node, dyn_state))
-        groups = (rec.groups[0], g_on) + tuple(rec.groups[2:])
+        groups = (g_on,) + rec.groups[1:]
         chained = None
         if nd:
             dn, ds = dyn_node[:nd].copy(), dyn_state[:nd].copy()
