@@ -455,7 +455,12 @@ def test_embedded_model_concurrent_requests_match_the_single_request_loop(llama_
                               SamplingParams(max_tokens=max_tokens, temperature=0.0)) for _, c, q in cases]
         outputs = [h.result(timeout=120) for h in handles]
         stats = eng.stats()
-    assert stats["sequences_per_step"] > 4
+    lengths = [h.completion_tokens for h in handles]
+    # all eight ran in one batch: about as many steps as the longest answer (and its prefill), not
+    # one per token of them all. (A fixed mean of rows per step would depend on how long the
+    # answers are, which differs between CPUs: llama.cpp's kernels round differently.)
+    assert stats["steps"] <= max(lengths) + 2 < sum(lengths) / 2
+    assert stats["sequences_per_step"] >= sum(lengths) / stats["steps"]
     for (kind, _, _), (text, reason) in zip(cases, outputs):
         if kind == "json":
             import jsonschema
