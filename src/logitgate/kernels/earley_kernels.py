@@ -786,11 +786,11 @@ def split_boundaries(nodes, subtree_end, bnd_node, bnd_state, merge_limit, first
 @walk_njit
 def group_walk(nodes, subtree_end, max_depth, g_state, pack, m_rec, L, G, C, M, out):  # pragma: no cover
     """Finish a mask after :func:`lexer_walk` over the merged boundary tries of
-    :func:`merge_packed` (``g_state``, ``pack``, ``m_rec``): for each group push the parser row for the lexeme that ended (once),
-    then walk the group's trie with lexer and parser together. Inside a lexeme only the lexer
-    moves (a table lookup: which lexer states are viable for the row at hand is cached per depth,
-    ``okt``, recomputed lazily after the row changes). The chart is restored. Returns OK or a
-    FULL_* code."""
+    :func:`merge_packed` (``g_state``, ``pack``, ``m_rec``): for each group push the parser row
+    for the lexeme that ended (once), then walk the group's trie with lexer and parser together.
+    Inside a lexeme only the lexer moves (a table lookup: which lexer states are viable for the
+    row at hand is cached per depth, ``okt``, recomputed lazily after the row changes). The chart
+    is restored. Returns OK or a FULL_* code."""
     g_ptr = pack[pack[0]:pack[1]]
     m_end = pack[pack[1]:pack[2]]
     mem_ptr = pack[pack[2]:pack[3]]
