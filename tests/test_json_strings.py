@@ -9,7 +9,10 @@ and ``re`` as the oracle.
   are rejected, and fuzzed texts are accepted exactly when ``json.loads`` decodes them to a
   string of scalar values;
 * lengths count code points, literals accept every encoding of their value, Automaton nodes encode
-  like the equivalent tree.
+  like the equivalent tree;
+* the keys other than a set of names (``other_keys_node``, built directly) give the same minimal
+  DFA as the boolean difference of any string and the names' literals, through each way the
+  DFA builder reads them, and accept a text iff it decodes to a string that is not a name.
 """
 from __future__ import annotations
 
@@ -23,16 +26,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logitgate.automata.dfa import ByteDFA, regex_dfa
+from logitgate.automata.boolean import difference
+from logitgate.automata.dfa import ByteDFA, build_dfa, regex_dfa
 from logitgate.json_schema.strings import (
     any_string_node,
+    other_keys_node,
     encode_automaton,
     encode_content,
     length_node,
     literal_string_node,
     string_node,
 )
-from logitgate.regex.ast import Alt, Automaton, CharClass, Concat, Group, Node, Repeat
+from logitgate.regex.ast import Alt, Automaton, CharClass, Concat, Group, Node, Repeat, TableAutomaton
 from logitgate.regex.parser import parse
 
 SPECIAL = ['"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", " ", "a", "é",
@@ -314,3 +319,70 @@ def test_automaton_encodes_like_its_tree(s: str, seed: int) -> None:
 @functools.cache
 def _automaton_dfa() -> ByteDFA:
     return regex_dfa(string_node(AUTOMATON))
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys other than a set of names
+# ---------------------------------------------------------------------------------------------
+
+KEY_CHARS = st.sampled_from(list("ab_-Z9 ~!{"))  # few letters: names share prefixes
+NAME_SETS = st.lists(st.text(KEY_CHARS, max_size=5), min_size=1, max_size=6)
+_COLON = CharClass(((0x3A, 0x3A),))
+_DIGITS = CharClass(((0x30, 0x39),))
+
+
+def _same_dfa(a: ByteDFA, b: ByteDFA) -> bool:
+    return (a.n_states == b.n_states and (a.transitions == b.transitions).all()
+            and (a.accepting == b.accepting).all())
+
+
+def _names_difference(names: list[str]) -> Node:
+    lits = [literal_string_node(n) for n in names]
+    return difference(any_string_node(), lits[0] if len(lits) == 1 else Alt(tuple(lits)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=NAME_SETS)
+def test_other_keys_node_is_the_boolean_difference(names: list[str]) -> None:
+    direct = other_keys_node(names)
+    assert isinstance(direct, TableAutomaton)
+    oracle = _names_difference(names)
+    # the lexer's ways in: a union part followed by a literal (the byte builder), a union part
+    # alone (the byte builder, no tail), one pattern (the position NFA, from the table's edges)
+    for wrap in (lambda n: [Concat((n, _COLON)), _DIGITS], lambda n: [n, _DIGITS],
+                 lambda n: [Concat((n, _COLON))], lambda n: [Alt((n, _DIGITS))]):
+        assert _same_dfa(build_dfa(wrap(direct)), build_dfa(wrap(oracle))), names
+
+
+@settings(max_examples=150, deadline=None)
+@given(names=NAME_SETS, s=st.one_of(st.text(KEY_CHARS, max_size=6), st.text(CHARS, max_size=4)),
+       seed=st.integers(0, 2**32))
+def test_other_keys_accept_exactly_the_other_strings(names: list[str], s: str, seed: int) -> None:
+    dfa = _other_keys_dfa(tuple(sorted(set(names))))
+    for text in encodings(s, seed):
+        assert dfa.matches((text + ":").encode()) == (s not in names), (names, text)
+
+
+@functools.cache
+def _other_keys_dfa(names: tuple[str, ...]) -> ByteDFA:
+    node = other_keys_node(names)
+    assert node is not None
+    return build_dfa([Concat((node, _COLON)), _DIGITS])
+
+
+def test_other_keys_node_declines_names_with_escaped_forms() -> None:
+    # characters with an escaped spelling go to the boolean difference instead
+    for name in ["a/b", 'q"', "back\\slash", "tab\t", "é", "😀", "\x7f"]:
+        assert other_keys_node(["ok", name]) is None, name
+    assert other_keys_node(["ok", "fine name!"]) is not None
+
+
+def test_other_keys_node_is_keyed_by_the_name_set_and_pickles() -> None:
+    import pickle
+
+    a, b = other_keys_node(["x", "y", "x"]), other_keys_node(["y", "x"])
+    assert a == b and hash(a) == hash(b) and a != other_keys_node(["x"])
+    again = pickle.loads(pickle.dumps(a))
+    assert again == a
+    assert _same_dfa(build_dfa([again, _DIGITS]), build_dfa([a, _DIGITS]))
+    assert _same_dfa(build_dfa([Concat((again, _COLON))]), build_dfa([Concat((_names_difference(["x", "y"]), _COLON))]))

@@ -47,7 +47,7 @@ from ..kernels.automata_kernels import (
     utf8_label_automaton,
 )
 from ..limits import check_deadline, get_limits
-from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node
+from ..regex.ast import Automaton, CharClass, Concat, Empty, Group, Node, TableAutomaton
 from .nfa import AtomPartition, PositionNFA, build_nfa, class_arrays
 
 # a regex compile's kernels, without numba's per-call type dispatch (see kernels.DirectCalls)
@@ -255,19 +255,29 @@ def _pattern_part(node: Node, max_states: int, limit: str) -> ByteDFA | bytes:
 
 def _from_automaton(node: Node, max_states: int, limit: str) -> ByteDFA | None:
     """The minimal DFA of an :class:`Automaton` node that keeps its character-level DFA
-    (``node.chars``, from :mod:`logitgate.automata.boolean`), possibly followed by a literal (a
-    JSON key and its colon), without a position NFA: the character DFA expanded to bytes, the
-    literal's chain appended to its accepting states. None when the node is not of that shape,
-    or the accepting states already move on the literal's first byte (then the NFA decides)."""
-    if type(node) is Automaton:
+    (``node.chars``, from :mod:`logitgate.automata.boolean`) or of a :class:`TableAutomaton`,
+    possibly followed by a literal (a JSON key and its colon), without a position NFA: the
+    character DFA expanded to bytes, the literal's chain appended to its accepting states (or the
+    node's own ``byte_build`` given the literal). None when the node is not of that shape, or the
+    accepting states already move on the literal's first byte (then the NFA decides)."""
+    if type(node) is Automaton or type(node) is TableAutomaton:
         head, tail = node, ""
-    elif type(node) is Concat and type(node.items[0]) is Automaton:
+    elif type(node) is Concat and (type(node.items[0]) is Automaton or type(node.items[0]) is TableAutomaton):
         head = node.items[0]
         rest = node.items[1:]
         tail = _literal_text(rest[0] if len(rest) == 1 else Concat(rest))
     else:
         return None
-    if head.chars is None or tail is None:
+    if tail is None:
+        return None
+    if type(head) is TableAutomaton and head.byte_build is not None:
+        data = tail.encode("utf-8")
+        table, byte_column, accepting = head.byte_build(*head.args, data)
+        if table.shape[0] > max_states:
+            raise _too_many_states(max_states, limit)
+        minimal = _minimize_chars(table, np.ascontiguousarray(accepting[:, None]), trimmed=True)
+        return _canonical(minimal[0], byte_column, minimal[1])
+    if head.chars is None:
         return None
     table, accepting, atoms = head.chars
     columns, byte_column, acc = _expand(table, np.ascontiguousarray(accepting[:, None]), atoms, max_states, limit)

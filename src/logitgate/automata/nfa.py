@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import LimitError
 from ..kernels.automata_kernels import atom_partition
 from ..limits import check_deadline
-from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
+from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat, TableAutomaton
 from .utf8 import normalize_ranges
 
 __all__ = ["PositionNFA", "AtomPartition", "build_nfa", "class_arrays"]
@@ -213,6 +213,11 @@ class _Glushkov:
             return self.repeat(node)
         if isinstance(node, Automaton):
             return self.automaton(node)
+        if kind is TableAutomaton:  # its edge list, built here (the DFA builder reads the table instead)
+            from .boolean import _to_node
+
+            table, accepting, atoms = node.chars
+            return self.build(_to_node(table, accepting, atoms))
         raise TypeError(f"not a regex syntax node: {node!r}")
 
     def _replicate(self, template: tuple) -> _Frag:

@@ -186,8 +186,8 @@ def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[
                    value_conj: Any, depth: int) -> list[Expr]:
     """One member expression (key class lexeme + value) per key class that allows some value."""
     from ..regex.ast import Alt as RxAlt
-    from .strings import any_string_node, literal_string_node
-    from .translate import _known_empty, _pattern_string
+    from .strings import any_string_node, literal_string_node, other_keys_node
+    from .translate import MAX_LEXEME_STATES, _known_empty, _pattern_string
 
     out: list[Expr] = []
     n = len(patterns)
@@ -211,8 +211,13 @@ def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[
                                       "patternProperties")
                     node = node if rest is None else rest
         if exclude_node is not None:
-            rest = tr.cached_difference(node, exclude_node, where)
-            node = node if rest is None else rest
+            fast = other_keys_node(names) if node is any_string_node() and \
+                sum(map(len, names)) < MAX_LEXEME_STATES // 2 else None
+            if fast is not None:  # the usual case: any key but the named ones, built directly
+                node = fast
+            else:
+                rest = tr.cached_difference(node, exclude_node, where)
+                node = node if rest is None else rest
         if _known_empty(node):
             continue
         key = tr.term(tr.key_node(node), "KEY")

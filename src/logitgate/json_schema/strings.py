@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 from ..regex import charsets
-from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat
+from ..regex.ast import Alt, Automaton, CharClass, Concat, Empty, Group, Node, Repeat, TableAutomaton
 
 __all__ = [
     "any_char",
@@ -37,6 +37,7 @@ __all__ = [
     "encode_content",
     "length_node",
     "literal_string_node",
+    "other_keys_node",
     "string_node",
 ]
 
@@ -385,3 +386,183 @@ def length_node(min_len: int, max_len: int | None) -> Node:
     if min_len == max_len == 1:
         return any_char()
     return Repeat(any_char(), min_len, max_len)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys other than a set of names
+# ---------------------------------------------------------------------------------------------
+
+_PLAIN_KEY_CHARS: Ranges = ((0x20, 0x21), (0x23, 0x2E), (0x30, 0x5B), (0x5D, 0x7E))
+"""Printable ASCII except ``"``, ``/`` and ``\\``: the characters that have no escaped form."""
+_PLAIN_KEY_SET = frozenset(cp for lo, hi in _PLAIN_KEY_CHARS for cp in range(lo, hi + 1))
+
+
+def other_keys_node(names: Iterable[str]) -> Node | None:
+    """The JSON string texts (quotes included, every encoding) of the strings other than
+    ``names``: ``difference(any_string_node(), literal_string_node(n) for n in names)``, built
+    directly as a :class:`~logitgate.regex.ast.TableAutomaton` (an object's keys beside its named
+    properties; the boolean difference costs about a millisecond per object). None when a name
+    has a character outside printable ASCII or one of ``"``, ``/``, ``\\``: these have escaped
+    forms, which the direct construction does not follow (use the difference)."""
+    key = tuple(sorted(set(names)))
+    if any(ord(ch) not in _PLAIN_KEY_SET for name in key for ch in name):
+        return None
+    return TableAutomaton(_other_keys_dfa, (key,), _other_keys_bytes)
+
+
+@cache
+def _any_string_template() -> tuple:
+    """The minimal character-level DFA of :func:`any_string_node` refined to atoms that give
+    each plain key character its own column: ``(table, accepting, atoms, quote_atom, char_atom,
+    body)``, ``char_atom[cp]`` the atom of plain character ``cp``, ``body`` the state inside the
+    quotes (the start is state 0)."""
+    import numpy as np
+
+    from ..automata.boolean import intersect
+    from ..automata.nfa import AtomPartition
+
+    node = intersect(any_string_node())
+    assert isinstance(node, Automaton) and node.chars is not None
+    table, accepting, atoms = node.chars
+    classes = [atoms.ranges([a]) for a in range(atoms.n_atoms)]
+    classes += [((cp, cp),) for cp in sorted(_PLAIN_KEY_SET | {0x22})]
+    fine = AtomPartition(classes)
+    # each fine atom lies inside one template atom: the one holding its first code point
+    first_interval = np.full(fine.n_atoms, -1, np.int64)
+    for i in range(len(fine.interval_atom) - 1, -1, -1):
+        a = fine.interval_atom[i]
+        if a >= 0:
+            first_interval[a] = i
+    first_cp = fine.starts[first_interval]
+    coarse = atoms.interval_atom[np.searchsorted(atoms.starts, first_cp, side="right") - 1]
+    assert (coarse >= 0).all()
+    refined = np.ascontiguousarray(table[:, coarse])
+
+    def atom_of(cp: int) -> int:
+        return int(fine.interval_atom[np.searchsorted(fine.starts, cp, side="right") - 1])
+
+    quote_atom = atom_of(0x22)
+    char_atom = {cp: atom_of(cp) for cp in _PLAIN_KEY_SET}
+    body = int(refined[0, quote_atom])
+    assert not accepting[0] and body >= 0
+    return refined, np.asarray(accepting, np.bool_), fine, quote_atom, char_atom, body
+
+
+def _other_keys_dfa(names: tuple[str, ...]) -> tuple:
+    """The ``TableAutomaton.chars`` of :func:`other_keys_node`: the DFA of any JSON string with
+    the trie of ``names`` in front of its body state (a trie state moves on a name's next
+    character to the child, on anything else, escapes included, as the body does; its closing
+    quote is refused where a name ends), then minimised."""
+    import numpy as np
+
+    from ..automata.dfa import _minimize_chars
+
+    template, template_accepting, atoms, quote_atom, char_atom, body = _any_string_template()
+    children: list[dict[str, int]] = [{}]
+    ends: list[int] = []
+    for name in names:
+        node = 0
+        for ch in name:
+            nxt = children[node].get(ch)
+            if nxt is None:
+                nxt = children[node][ch] = len(children)
+                children.append({})
+            node = nxt
+        ends.append(node)
+    m = template.shape[0]
+    table = np.empty((m + len(children), template.shape[1]), np.int32)
+    table[:m] = template
+    table[m:] = template[body]
+    table[0, quote_atom] = m  # the trie's root
+    rows: list[int] = []
+    cols: list[int] = []
+    targets: list[int] = []
+    for q, kids in enumerate(children):
+        for ch, child in kids.items():
+            rows.append(m + q)
+            cols.append(char_atom[ord(ch)])
+            targets.append(m + child)
+    if rows:
+        table[rows, cols] = targets
+    table[[m + q for q in ends], quote_atom] = -1  # a name is not another key
+    accepting = np.zeros((table.shape[0], 1), np.bool_)
+    accepting[:m, 0] = template_accepting
+    minimal = _minimize_chars(table, accepting)
+    assert minimal is not None  # keys longer than every name remain
+    table, accepting = minimal
+    return table, np.ascontiguousarray(accepting[:, 0]), atoms
+
+
+@cache
+def _any_string_bytes() -> tuple:
+    """The minimal byte DFA of :func:`any_string_node` as ``(columns, byte_column, body, end)``:
+    the move of state ``q`` on byte ``b`` is ``columns[q, byte_column[b]]`` (start 0), ``body``
+    the state inside the quotes, ``end`` the accepting state (after the closing quote, where
+    nothing follows)."""
+    import numpy as np
+
+    from ..automata.dfa import regex_dfa
+
+    dfa = regex_dfa(any_string_node())
+    n = dfa.class_transitions.shape[0]
+    order = [dfa.start] + [q for q in range(n) if q != dfa.start]  # the start first
+    renumber = np.full(n + 1, -1, np.int32)
+    renumber[order] = np.arange(n, dtype=np.int32)
+    columns = np.ascontiguousarray(renumber[dfa.class_transitions[order]])
+    byte_column = dfa.byte_classes.astype(np.int32)
+    body = int(columns[0, byte_column[0x22]])
+    ends = np.flatnonzero(dfa.accepting[order, 0])
+    assert body > 0 and len(ends) == 1 and (columns[ends[0]] < 0).all()
+    return columns, byte_column, body, int(ends[0])
+
+
+def _other_keys_bytes(names: tuple[str, ...], tail: bytes) -> tuple:
+    """``TableAutomaton.byte_build`` of :func:`other_keys_node`: the byte DFA of
+    :func:`_other_keys_dfa`'s language followed by ``tail``, not minimised. Names are ASCII, so
+    the trie's states share the body's multi-byte and escape states; each byte of a name or of
+    ``tail`` gets a column of its own."""
+    import numpy as np
+
+    template, template_column, body, end = _any_string_bytes()
+    children: list[dict[int, int]] = [{}]
+    name_ends: list[int] = []
+    for name in names:
+        node = 0
+        for b in name.encode("ascii"):
+            nxt = children[node].get(b)
+            if nxt is None:
+                nxt = children[node][b] = len(children)
+                children.append({})
+            node = nxt
+        name_ends.append(node)
+    special = sorted({b for kids in children for b in kids} | set(tail) | {0x22})
+    byte_column = template_column.copy()
+    c0 = template.shape[1]
+    byte_column[special] = np.arange(c0, c0 + len(special), dtype=np.int32)
+    m = template.shape[0]
+    n = m + len(children)
+    table = np.empty((n + len(tail), c0 + len(special)), np.int32)
+    table[:m, :c0] = template
+    table[:m, c0:] = template[:, template_column[special]]
+    table[m:n] = table[body]
+    table[n:] = -1
+    col = {b: c0 + i for i, b in enumerate(special)}
+    quote = col[0x22]
+    table[0, quote] = m  # the trie's root
+    rows: list[int] = []
+    cols: list[int] = []
+    targets: list[int] = []
+    for q, kids in enumerate(children):
+        for b, child in kids.items():
+            rows.append(m + q)
+            cols.append(col[b])
+            targets.append(m + child)
+    if rows:
+        table[rows, cols] = targets
+    table[[m + q for q in name_ends], quote] = -1  # a name is not another key
+    if tail:
+        chain = [end] + list(range(n, n + len(tail)))
+        table[chain[:-1], [col[b] for b in tail]] = chain[1:]
+    accepting = np.zeros(table.shape[0], np.bool_)
+    accepting[n + len(tail) - 1 if tail else end] = True
+    return table, byte_column, accepting

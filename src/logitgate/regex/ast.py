@@ -8,7 +8,9 @@ contain the surrogates U+D800..U+DFFF (they have no UTF-8 encoding); the automat
 into UTF-8 byte sequences.
 
 An :class:`Automaton` node embeds a character-level DFA (the result of a boolean operation on
-languages, :mod:`logitgate.automata.boolean`) in a tree.
+languages, :mod:`logitgate.automata.boolean`) in a tree; a :class:`TableAutomaton` node embeds one
+given by a function that builds its table, for languages that a caller can construct directly
+(faster than an edge list).
 
 All nodes are immutable and hashable, so sub-automata can be cached by node. A node's hash is
 computed once, when it is built (from its children's stored hashes), so hashing a big tree for a
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Union
 
-__all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Automaton", "MAX_CODE_POINT"]
+__all__ = ["Node", "CharClass", "Concat", "Alt", "Repeat", "Empty", "Group", "Automaton", "TableAutomaton",
+           "MAX_CODE_POINT"]
 
 MAX_CODE_POINT = 0x10FFFF
 
@@ -144,4 +147,35 @@ class Automaton(_Node):
     DFA builder skip the position NFA; never part of equality."""
 
 
-Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group, Automaton]
+@_node
+class TableAutomaton(_Node):
+    """A character-level DFA built on demand by ``build(*args)``: the same language as the
+    :class:`Automaton` of that DFA, without its edge list (which a builder of many small
+    automata cannot afford). ``build`` is a module-level function (so the node pickles) that
+    returns ``(table, accepting, atoms)`` in the form of ``Automaton.chars``: a trimmed, minimal
+    DFA with start state 0, ``table`` int32 ``[n_states, n_atoms]`` (``-1``: no move),
+    ``accepting`` bool ``[n_states]``, ``atoms`` its
+    :class:`~logitgate.automata.nfa.AtomPartition`. Equal ``(build, args)`` must mean equal
+    languages: the node is hashed and compared by them. ``byte_build`` (optional, also
+    module-level): ``byte_build(*args, tail)`` gives the byte-level DFA of the language followed
+    by the bytes ``tail`` as ``(columns, byte_column, accepting)``: the move of state ``q`` on
+    byte ``b`` is ``columns[q, byte_column[b]]`` (int32, start 0, ``-1``: none), ``accepting``
+    bool ``[n]``, every state live; the DFA builder minimises it, skipping the UTF-8 expansion."""
+
+    build: Any
+    args: tuple
+    byte_build: Any = None
+
+    _chars: object = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def chars(self) -> Any:
+        """``build(*args)``, computed once."""
+        found = self._chars
+        if found is None:
+            found = self.build(*self.args)
+            object.__setattr__(self, "_chars", found)
+        return found
+
+
+Node = Union[CharClass, Concat, Alt, Repeat, Empty, Group, Automaton, TableAutomaton]
