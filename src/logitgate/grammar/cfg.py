@@ -249,17 +249,14 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
     # rules reachable from the start, breadth first (unreachable ones are reported, not lowered)
     start_nt = low.nt(ir.start)
     low.add(0, [("n", start_nt)])
-    done: set[int] = set()
-    while True:
-        todo = [i for i in range(1, len(low.nonterminals)) if i not in done and low.nonterminals[i] in ir.rules]
-        if not todo:
-            break
-        for i in todo:
-            done.add(i)
-            name = low.nonterminals[i]
-            rule = ir.rules[name]
+    i = 1  # nonterminals in order of discovery (new ones are appended): each rule once
+    while i < len(low.nonterminals):
+        name = low.nonterminals[i]
+        rule = ir.rules.get(name)
+        if rule is not None:
             for alt in low.alternatives(rule.body, name):
                 low.add(i, alt)
+        i += 1
     for name in ir.ignore:
         low.named_terminal(name)
     msgs: list[str] = []

@@ -369,9 +369,12 @@ def any_string_node() -> Node:
 @lru_cache(maxsize=8192)
 def literal_string_node(value: str) -> Node:
     """The JSON texts that decode to exactly ``value`` (every encoding)."""
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+    cps = [ord(ch) for ch in value]
+    if all(cp in _PLAIN_KEY_SET for cp in cps):  # one spelling: the characters themselves
+        return Concat((_QUOTE, *(CharClass(((cp, cp),)) for cp in cps), _QUOTE))
+    if any(0xD800 <= cp <= 0xDFFF for cp in cps):
         raise ValueError(f"{value!r} contains a lone surrogate: not a sequence of scalar values")
-    return string_node(_cat(*(CharClass(((ord(ch), ord(ch)),)) for ch in value)))
+    return string_node(_cat(*(CharClass(((cp, cp),)) for cp in cps)))
 
 
 def length_node(min_len: int, max_len: int | None) -> Node:

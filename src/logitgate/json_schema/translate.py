@@ -169,9 +169,25 @@ def _is_integral(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, Decimal) and v == v.to_integral_value()
 
 
+@functools.lru_cache(maxsize=4096)
 def _sanitize(hint: str) -> str:
     s = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_").upper()
     return s[:40] or "T"
+
+
+@functools.lru_cache(maxsize=4096)
+def _rule_base(hint: str) -> str:
+    return "r_" + re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[:40].lower()
+
+
+_LIT_HINTS = {"{": "LBRACE", "}": "RBRACE", "[": "LSQB", "]": "RSQB", ",": "COMMA", ":": "COLON"}
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal(text: str) -> tuple[Node, str]:
+    """A literal terminal's tree and name hint (cached: the same punctuation recurs in every
+    schema)."""
+    return literal_node(text), _LIT_HINTS.get(text.strip(), text.strip() or "WS")
 
 
 class Translator:
@@ -225,9 +241,7 @@ class Translator:
         return Ref(name)
 
     def lit(self, text: str) -> Ref:
-        hint = {"{": "LBRACE", "}": "RBRACE", "[": "LSQB", "]": "RSQB", ",": "COMMA", ":": "COLON"}.get(
-            text.strip(), text.strip() or "WS")
-        return self.term(literal_node(text), hint)
+        return self.term(*_literal(text))
 
     def ws(self) -> Expr:
         """Optional whitespace (flexible mode only)."""
@@ -277,7 +291,7 @@ class Translator:
     # -- rules -------------------------------------------------------------------------------
 
     def new_rule(self, hint: str) -> str:
-        base = "r_" + re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[:40].lower()
+        base = _rule_base(hint)
         name = base
         while name in self.rules or name in self.terminals:
             name = f"{base}_{next(self._counter)}"
