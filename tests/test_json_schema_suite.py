@@ -115,3 +115,32 @@ def test_coverage_summary(outcomes):
     exact = sum(1 for r in outcomes if not r["error"] and not r["false_accepts"] and not r["false_rejects"])
     assert n > 400 and compiled == n, f"only {compiled}/{n} groups compile"
     assert exact / n > 0.89, f"only {exact}/{n} groups are decided exactly"  # 543/601 when written
+
+
+def _outcome(schema, tok, tests) -> object:
+    try:
+        compiled = lg.compile(lg.Grammar.from_json_schema(schema, strict=False, property_order="any"), tok)
+    except lg.SchemaError as e:
+        return ("error", str(e))
+    return [accepts(compiled, dumps(t["data"])) for t in tests]
+
+
+def test_schema_text_without_ids_loads_like_the_dict():
+    """A schema given as text that names no ``$id``/``id``/anchor skips the registry's crawl:
+    on every group of the reference files, the text compiles to the same accept/reject outcome
+    (or the same error) as the dict, which is always crawled."""
+    from logitgate.json_schema.loader import _may_skip_crawl
+
+    tok = byte_tokenizer()
+    files = ("ref", "refRemote", "defs", "anchor", "id", "definitions", "dynamicRef", "recursiveRef", "items")
+    groups = [g for g in _groups() if _file(g) in files]
+    assert len(groups) > 50
+    skipped = 0
+    for group in groups:
+        schema = group["schema"]
+        if group["draft"] == "draft7" and isinstance(schema, dict) and "$schema" not in schema:
+            schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
+        text = dumps(schema)
+        skipped += _may_skip_crawl(text)
+        assert _outcome(text, tok, group["tests"]) == _outcome(schema, tok, group["tests"]), group["id"]
+    assert skipped > 10  # the comparison covers schemas that skip the crawl

@@ -117,6 +117,9 @@ class _Lowering:
         return idx
 
     def named_terminal(self, name: str) -> int:
+        idx = self.term_index.get(("named", name))
+        if idx is not None:
+            return idx
         td: TerminalDef = self.ir.terminals[name]
         return self.terminal(("named", name), lambda: Terminal(
             td.name, td.node, td.literal, td.priority, td.lazy, name in self.ir.ignore, td.automaton))
@@ -161,7 +164,7 @@ class _Lowering:
 
     # -- expressions ----------------------------------------------------------------------------
     def alternatives(self, e: Expr, owner: str) -> list[list[tuple[str, int]]]:
-        if isinstance(e, Alt):
+        if type(e) is Alt:
             out: list[list[tuple[str, int]]] = []
             for item in e.items:
                 out.extend(self.alternatives(item, owner))
@@ -169,36 +172,45 @@ class _Lowering:
         return [self.sequence(e, owner)]
 
     def sequence(self, e: Expr, owner: str) -> list[tuple[str, int]]:
-        if isinstance(e, Seq):
+        kind = type(e)  # the expression classes are final: exact type tests, most frequent first
+        if kind is Ref:
+            return [self.ref(e, owner)]
+        if kind is Seq:
             out: list[tuple[str, int]] = []
             for item in e.items:
-                out.extend(self.sequence(item, owner))
+                if type(item) is Ref:
+                    out.append(self.ref(item, owner))
+                else:
+                    out.extend(self.sequence(item, owner))
             return out
-        if isinstance(e, Empty):
+        if kind is Empty:
             return []
-        if isinstance(e, Lit):
+        if kind is Lit:
             if not e.text:
                 return []
             if self.ir.lex_mode == "chars":
                 return [("t", self.lit_terminal(ch, e.ignore_case)) for ch in e.text]
             return [("t", self.lit_terminal(e.text, e.ignore_case))]
-        if isinstance(e, Rx):
+        if kind is Rx:
             return [("t", self.rx_terminal(e))]
-        if isinstance(e, Ref):
-            if e.name in self.ir.rules:
-                return [("n", self.nt(e.name))]
-            if e.name in self.ir.terminals:
-                return [("t", self.named_terminal(e.name))]
-            raise self.error(f"undefined rule or terminal {e.name!r} (used in rule {owner!r})", rule=owner,
-                             line=e.line, column=e.column)
-        if isinstance(e, Alt):
+        if kind is Alt:
             n = self.new_nt(owner)
             for alt in self.alternatives(e, owner):
                 self.add(n, alt)
             return [("n", n)]
-        if isinstance(e, Rep):
+        if kind is Rep:
             return self.repeat(e, owner)
         raise TypeError(f"not a grammar expression: {e!r}")
+
+    def ref(self, e: Ref, owner: str) -> tuple[str, int]:
+        name = e.name
+        if name in self.ir.rules:
+            idx = self.nt_index.get(name)
+            return ("n", self.nt(name) if idx is None else idx)
+        if name in self.ir.terminals:
+            return ("t", self.named_terminal(name))
+        raise self.error(f"undefined rule or terminal {name!r} (used in rule {owner!r})", rule=owner,
+                         line=e.line, column=e.column)
 
     def repeat(self, e: Rep, owner: str) -> list[tuple[str, int]]:
         if e.min < 0 or (e.max is not None and e.max < e.min):
