@@ -2,6 +2,8 @@
 what the translator really does."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import logitgate as lg
@@ -175,3 +177,22 @@ def test_regex_format_is_checked_from_above() -> None:
     c = lg.compile(g, byte_tokenizer())
     for pattern, ok in [(r"(a|b)+\d[\]]", True), ("[]", True), ("((", False), ("[a", False), ("a\\", False)]:
         assert accepts(c, json.dumps(pattern)) == ok, pattern
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"not": {"type": "string", "maxLength": 2}}},
+    {"type": ["integer", "string"], "not": {"not": {"type": "integer", "minimum": 3}}},
+    {"allOf": [{"enum": [1, "a", None]}, {"not": {"not": {"type": "string"}}}]},
+    {"not": {"not": {"not": {"type": "null"}}}},
+    {"type": "object", "properties": {"a": {"not": {"not": {"enum": [1, 2]}}}}, "required": ["a"]},
+])
+def test_double_negation_is_exact(schema: dict) -> None:
+    """``not`` of ``not A`` is A, enforced exactly (nothing relaxed), against ``jsonschema``."""
+    jsonschema = pytest.importorskip("jsonschema")
+    g = lg.Grammar.from_json_schema(schema)  # strict: would raise if a negation were relaxed
+    compiled = lg.compile(g, byte_tokenizer())
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = ["1", "3", "7", "-2", '"a"', '"ab"', '"abc"', "null", "true", "[]", "{}", '{"a":1}', '{"a":3}',
+             '{"a":"x"}', "2.5"]
+    for text in texts:
+        assert accepts(compiled, text) == validator.is_valid(json.loads(text)), (schema, text)

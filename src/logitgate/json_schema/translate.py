@@ -556,6 +556,8 @@ class Translator:
                 return None
             return self.negate(self._deref(sub, "$ref"))
         keys = {k for k in s if k not in ANNOTATIONS or k == "format"}
+        if keys == {"not"}:  # not (not A) = A
+            return [sub.child(s["not"], "not")]
         if "anyOf" in keys and keys <= {"anyOf"}:
             # not (A or B) = not A and not B: only when each negation is a single schema
             negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
