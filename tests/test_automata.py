@@ -1036,6 +1036,25 @@ def test_automaton_nodes_skip_the_nfa_exactly(a: str, b: str, tail: str) -> None
 
 
 @needs_parser
+@needs_parser
+def test_union_grows_past_its_first_arrays() -> None:
+    """A union with more subsets, member slots and byte classes than the subset construction
+    starts with (64 subsets, 128 hash slots, 64 classes) grows them between passes and still
+    gives the single NFA's DFA; past ``max_states`` it is refused."""
+    from logitgate.automata.dfa import _glushkov_dfa
+
+    rng = random.Random(7)
+    printable = [chr(c) for c in range(0x21, 0x7F)]
+    words = {"".join(rng.choice(printable) for _ in range(rng.randint(1, 9))) for _ in range(300)}
+    patterns = sorted(re.escape(w) for w in words) + [r"[a-z]+", r"\d+(\.\d+)?", r'"[^"]*"', r"é+|😀"]
+    nodes = [parse(p) for p in patterns]
+    union = build_dfa(nodes, max_states=100_000)
+    assert union.n_states > 300 and union.class_transitions.shape[1] > 64
+    assert_same_dfa(union, _glushkov_dfa(nodes, 100_000, "max_dfa_states"))
+    with pytest.raises(CompileError):
+        build_dfa(nodes, max_states=union.n_states - 1)
+
+
 def test_union_on_corpus_lexers() -> None:
     """The lexers of corpus grammars: the union path and the single NFA agree exactly."""
     from logitgate.automata.dfa import _glushkov_dfa

@@ -1088,6 +1088,108 @@ def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragm
     return columns, byte_column
 
 
+@njit(cache=True, nogil=True)
+def _dfas_pass(edge_off, edge_cls, edge_tgt, pool, set_off, set_hash, slots, trans, count, touched, bucket_off,
+               bucket, k_max, max_states, at):  # pragma: no cover - compiled
+    """The subset loop of :func:`determinize_dfas` from subset ``at[0]`` (``at[1]`` subsets so
+    far), for as long as its arrays have room for one more subset's successors: returns 0 when
+    every subset is expanded, 1 when the caller must grow the arrays (``at`` says where to go on),
+    2 past ``max_states`` subsets. Its arrays are never replaced here, so the loop keeps them in
+    registers (a loop that may replace them, as growing in place did, ran 3-5 times slower)."""
+    width = trans.shape[1]
+    table_size = slots.shape[0]
+    mask = np.uint64(table_size - 1)
+    s = at[0]
+    n_sets = at[1]
+    while s < n_sets:
+        if n_sets + width + 1 > set_hash.shape[0] or set_off[n_sets] + width * k_max > pool.shape[0] \
+                or 2 * (n_sets + width + 1) > table_size:
+            at[0] = s
+            at[1] = n_sets
+            return 1
+        lo, hi = set_off[s], set_off[s + 1]
+        # _scatter_by_class, written out (the call costs as much as the work on a small subset)
+        n_touched = 0
+        for k in range(lo, hi):
+            x = pool[k]
+            for j in range(edge_off[x], edge_off[x + 1]):
+                c = edge_cls[j]
+                if count[c] == 0:
+                    touched[n_touched] = c
+                    n_touched += 1
+                count[c] += 1
+        pos = 0
+        for i in range(n_touched):
+            c = touched[i]
+            bucket_off[c] = pos
+            pos += count[c]
+            count[c] = 0
+        for k in range(lo, hi):
+            x = pool[k]
+            for j in range(edge_off[x], edge_off[x + 1]):
+                c = edge_cls[j]
+                bucket[bucket_off[c] + count[c]] = edge_tgt[j]
+                count[c] += 1
+        prev_off = -1
+        prev_cnt = -1
+        prev_found = -1
+        for i in range(n_touched):
+            c = touched[i]
+            off_c = bucket_off[c]
+            n_buf = count[c]
+            count[c] = 0
+            if n_buf == prev_cnt:  # the same targets as the previous class: the same subset
+                same = True
+                for k in range(n_buf):
+                    if bucket[off_c + k] != bucket[prev_off + k]:
+                        same = False
+                        break
+                if same:
+                    trans[s, c] = prev_found
+                    continue
+            h = np.uint64(0)
+            for k in range(n_buf):
+                h = (h ^ _mix(bucket[off_c + k])) * np.uint64(0x100000001B3)
+            slot = h & mask
+            found = -1
+            while slots[slot] != 0:
+                d = slots[slot] - 1
+                if set_hash[d] == h and set_off[d + 1] - set_off[d] == n_buf:
+                    same = True
+                    base = set_off[d]
+                    for k in range(n_buf):
+                        if pool[base + k] != bucket[off_c + k]:
+                            same = False
+                            break
+                    if same:
+                        found = d
+                        break
+                slot = (slot + np.uint64(1)) & mask
+            if found < 0:
+                if n_sets >= max_states:
+                    for j in range(i + 1, n_touched):  # leave the class counts zeroed
+                        count[touched[j]] = 0
+                    at[0] = s
+                    at[1] = n_sets
+                    return 2
+                found = n_sets
+                base = set_off[n_sets]
+                for k in range(n_buf):
+                    pool[base + k] = bucket[off_c + k]
+                set_off[n_sets + 1] = base + n_buf
+                set_hash[n_sets] = h
+                slots[slot] = n_sets + 1
+                n_sets += 1
+            trans[s, c] = found
+            prev_off = off_c
+            prev_cnt = n_buf
+            prev_found = found
+        s += 1
+    at[0] = s
+    at[1] = n_sets
+    return 0
+
+
 @njit(
     types.Tuple((_i32_2d, _b1_2d, types.int64, _i32_1d, _i64_1d))(
         _i32_2d, _i32_1d, _b1_1d, _i32_1d, types.int64, types.int64
@@ -1130,14 +1232,11 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
                 edge_tgt[e] = t
                 e += 1
     k_max = max(1, start.shape[0])
-    pool_cap = max(256, 4 * start.shape[0])
-    pool = np.empty(pool_cap, np.int32)
-    set_cap = 64
-    set_off = np.zeros(set_cap + 1, np.int64)
-    set_hash = np.empty(set_cap, np.uint64)
-    table_size = 128  # open addressing: subset id + 1
-    slots = np.zeros(table_size, np.int64)
-    trans = np.full((set_cap, width), -1, np.int32)
+    pool = np.empty(max(256, 4 * k_max), np.int32)
+    set_off = np.zeros(65, np.int64)
+    set_hash = np.empty(64, np.uint64)
+    slots = np.zeros(128, np.int64)  # open addressing: subset id + 1
+    trans = np.full((64, width), -1, np.int32)
     count = np.zeros(width, np.int64)
     bucket_off = np.zeros(width, np.int64)
     bucket = np.empty(width * k_max, np.int32)
@@ -1148,61 +1247,47 @@ def determinize_dfas(table, pattern_of, accept_of, start, n_patterns, max_states
         h = (h ^ _mix(start[k])) * np.uint64(0x100000001B3)
     set_off[1] = start.shape[0]
     set_hash[0] = h
-    slots[h & np.uint64(table_size - 1)] = 1
-    n_sets = 1
-    s = 0
-    while s < n_sets:
-        lo, hi = set_off[s], set_off[s + 1]
-        n_touched = _scatter_by_class(pool, lo, hi, edge_off, edge_cls, edge_tgt, count, touched, bucket_off, bucket)
-        prev_off = -1
-        prev_cnt = -1
-        prev_found = -1
-        for i in range(n_touched):
-            c = touched[i]
-            off_c = bucket_off[c]
-            n_buf = count[c]
-            count[c] = 0
-            if n_buf == prev_cnt:  # the same targets as the previous class: the same subset
-                same = True
-                for k in range(n_buf):
-                    if bucket[off_c + k] != bucket[prev_off + k]:
-                        same = False
-                        break
-                if same:
-                    trans[s, c] = prev_found
-                    continue
-            h = np.uint64(0)
-            for k in range(n_buf):
-                h = (h ^ _mix(bucket[off_c + k])) * np.uint64(0x100000001B3)
-            slot = h & np.uint64(table_size - 1)
-            found = -1
-            while slots[slot] != 0:
-                d = slots[slot] - 1
-                if set_hash[d] == h and set_off[d + 1] - set_off[d] == n_buf:
-                    same = True
-                    base = set_off[d]
-                    for k in range(n_buf):
-                        if pool[base + k] != bucket[off_c + k]:
-                            same = False
-                            break
-                    if same:
-                        found = d
-                        break
-                slot = (slot + np.uint64(1)) & np.uint64(table_size - 1)
-            if found < 0:
-                if n_sets >= max_states:
-                    return (trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1, np.zeros(0, np.int32),
-                            np.zeros(1, np.int64))
-                found = n_sets
-                pool, set_off, set_hash, slots, trans = _add_set(pool, set_off, set_hash, slots, trans, n_sets,
-                                                                 slot, h, bucket[off_c : off_c + n_buf])
-                n_sets += 1
-                table_size = slots.shape[0]
-            trans[s, c] = found
-            prev_off = off_c
-            prev_cnt = n_buf
-            prev_found = found
-        s += 1
+    slots[h & np.uint64(slots.shape[0] - 1)] = 1
+    at = np.zeros(2, np.int64)  # the next subset to expand, the number of subsets
+    at[1] = 1
+    while True:
+        status = _dfas_pass(edge_off, edge_cls, edge_tgt, pool, set_off, set_hash, slots, trans, count, touched,
+                            bucket_off, bucket, k_max, max_states, at)
+        if status == 0:
+            break
+        n_sets = at[1]
+        if status == 2:
+            return (trans[:n_sets], np.zeros((n_sets, n_patterns), np.bool_), 1, np.zeros(0, np.int32),
+                    np.zeros(1, np.int64))
+        # room for the next subset's successors (at most one new subset per class, each of at
+        # most k_max members): grown here, outside the pass, which never replaces its arrays
+        need = n_sets + width + 1
+        if need > set_hash.shape[0]:
+            cap = max(2 * set_hash.shape[0], need)
+            grown_off = np.zeros(cap + 1, np.int64)
+            grown_off[: n_sets + 1] = set_off[: n_sets + 1]
+            set_off = grown_off
+            grown_hash = np.empty(cap, np.uint64)
+            grown_hash[:n_sets] = set_hash[:n_sets]
+            set_hash = grown_hash
+            grown_trans = np.full((cap, width), -1, np.int32)
+            grown_trans[:n_sets] = trans[:n_sets]
+            trans = grown_trans
+        if set_off[n_sets] + width * k_max > pool.shape[0]:
+            grown_pool = np.empty(max(2 * pool.shape[0], set_off[n_sets] + width * k_max), np.int32)
+            grown_pool[: set_off[n_sets]] = pool[: set_off[n_sets]]
+            pool = grown_pool
+        if 2 * need > slots.shape[0]:
+            size = slots.shape[0]
+            while 2 * need > size:
+                size *= 2
+            slots = np.zeros(size, np.int64)
+            for d in range(n_sets):
+                sl = set_hash[d] & np.uint64(size - 1)
+                while slots[sl] != 0:
+                    sl = (sl + np.uint64(1)) & np.uint64(size - 1)
+                slots[sl] = d + 1
+    n_sets = at[1]
     accepting = np.zeros((n_sets, n_patterns), np.bool_)
     for s in range(n_sets):
         for k in range(set_off[s], set_off[s + 1]):
