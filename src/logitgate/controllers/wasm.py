@@ -63,7 +63,7 @@ In ``lg_mid_process`` the last ``sample_*``/``splice`` call wins (elsewhere they
 returns 1, so a module can ``return lg_splice(...)``. A bad pointer or length, an unknown handle,
 or a value over its limit traps the call (the sequence ends). Host functions cost fuel too: one
 unit per byte they copy (``dfa_mask``: also one per token), plus ``WasmLimits.fuel_per_host_call``
-per call and ``fuel_per_host_second`` for the time the host worked (a regex compile, a mask), so a
+per call and ``fuel_per_host_second`` for the CPU time the host worked (a regex compile, a mask), so a
 loop of host calls runs out of fuel like a loop of instructions.
 
 Fork: the runtime clones the instance: a fresh instance of the same module gets a copy of the
@@ -203,8 +203,9 @@ class WasmLimits:
     fuel_per_host_call: int = 2_000
     """What every host function call costs (about the time its Python wrapper takes)."""
     fuel_per_host_second: int = 2_000_000_000
-    """What host work costs per second it took (compiling a regex in ``regex_new``, a mask), on
-    top of the bytes it copies: the rate of the Wasm instructions the fuel stands for, so a module
+    """What host work costs per second of CPU time it took (compiling a regex in ``regex_new``, a
+    mask; the calling thread's time, so a busy machine's waits are not charged), on top of the
+    bytes it copies: the rate of the Wasm instructions the fuel stands for, so a module
     cannot stretch a call by having the host work for it (one compile is bounded by the regex
     compiler's own state cap)."""
 
@@ -761,16 +762,19 @@ class WasmController(Controller):
 
     def _host(self, name: str) -> Callable[..., Any]:
         """Host function ``name`` as the module calls it: its work is paid in fuel, a flat
-        ``fuel_per_host_call`` plus ``fuel_per_host_second`` for the time it took (on top of the
-        bytes it copies), so a module cannot stretch a call by making the host work for it."""
+        ``fuel_per_host_call`` plus ``fuel_per_host_second`` for the CPU time it took (on top of
+        the bytes it copies), so a module cannot stretch a call by making the host work for it.
+        The calling thread's CPU time, not the wall clock: a thread the OS set aside for a while
+        did no work (on a busy machine a 0.3 ms call measured 10-20 ms of wall time, which
+        exhausted a 10 ms budget)."""
         fn = getattr(self, "_h_" + name)
         flat = self.limits.fuel_per_host_call
         rate = self.limits.fuel_per_host_second
 
         def call(caller: Any, *args: int) -> Any:
-            t = time.perf_counter()
+            t = time.thread_time()
             out = fn(caller, *args)
-            self._charge(caller, flat + int((time.perf_counter() - t) * rate))
+            self._charge(caller, flat + int((time.thread_time() - t) * rate))
             return out
 
         return call

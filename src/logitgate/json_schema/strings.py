@@ -451,6 +451,39 @@ def _any_string_template() -> tuple:
     return refined, np.asarray(accepting, np.bool_), fine, quote_atom, char_atom, body
 
 
+def _key_trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[int]]:
+    """The trie of ``names`` over code points: ``(children, ends)``, node 0 the root,
+    ``children[q]`` code point -> child, ``ends[k]`` the node where ``names[k]`` ends."""
+    children: list[dict[int, int]] = [{}]
+    ends: list[int] = []
+    for name in names:
+        node = 0
+        for ch in name:
+            cp = ord(ch)
+            nxt = children[node].get(cp)
+            if nxt is None:
+                nxt = children[node][cp] = len(children)
+                children.append({})
+            node = nxt
+        ends.append(node)
+    return children, ends
+
+
+def _put_trie(table, children: list[dict[int, int]], m: int, column: dict[int, int]) -> None:
+    """Write the trie's moves into ``table``, its node ``q`` as row ``m + q`` (a move on ``cp``
+    in column ``column[cp]``)."""
+    rows: list[int] = []
+    cols: list[int] = []
+    targets: list[int] = []
+    for q, kids in enumerate(children):
+        for cp, child in kids.items():
+            rows.append(m + q)
+            cols.append(column[cp])
+            targets.append(m + child)
+    if rows:
+        table[rows, cols] = targets
+
+
 def _other_keys_dfa(names: tuple[str, ...]) -> tuple:
     """The ``TableAutomaton.chars`` of :func:`other_keys_node`: the DFA of any JSON string with
     the trie of ``names`` in front of its body state (a trie state moves on a name's next
@@ -461,32 +494,13 @@ def _other_keys_dfa(names: tuple[str, ...]) -> tuple:
     from ..automata.dfa import _minimize_chars
 
     template, template_accepting, atoms, quote_atom, char_atom, body = _any_string_template()
-    children: list[dict[str, int]] = [{}]
-    ends: list[int] = []
-    for name in names:
-        node = 0
-        for ch in name:
-            nxt = children[node].get(ch)
-            if nxt is None:
-                nxt = children[node][ch] = len(children)
-                children.append({})
-            node = nxt
-        ends.append(node)
+    children, ends = _key_trie(names)
     m = template.shape[0]
     table = np.empty((m + len(children), template.shape[1]), np.int32)
     table[:m] = template
     table[m:] = template[body]
     table[0, quote_atom] = m  # the trie's root
-    rows: list[int] = []
-    cols: list[int] = []
-    targets: list[int] = []
-    for q, kids in enumerate(children):
-        for ch, child in kids.items():
-            rows.append(m + q)
-            cols.append(char_atom[ord(ch)])
-            targets.append(m + child)
-    if rows:
-        table[rows, cols] = targets
+    _put_trie(table, children, m, char_atom)
     table[[m + q for q in ends], quote_atom] = -1  # a name is not another key
     accepting = np.zeros((table.shape[0], 1), np.bool_)
     accepting[:m, 0] = template_accepting
@@ -527,17 +541,7 @@ def _other_keys_bytes(names: tuple[str, ...], tail: bytes) -> tuple:
     import numpy as np
 
     template, template_column, body, end = _any_string_bytes()
-    children: list[dict[int, int]] = [{}]
-    name_ends: list[int] = []
-    for name in names:
-        node = 0
-        for b in name.encode("ascii"):
-            nxt = children[node].get(b)
-            if nxt is None:
-                nxt = children[node][b] = len(children)
-                children.append({})
-            node = nxt
-        name_ends.append(node)
+    children, name_ends = _key_trie(names)  # ASCII: code points are the bytes
     special = sorted({b for kids in children for b in kids} | set(tail) | {0x22})
     byte_column = template_column.copy()
     c0 = template.shape[1]
@@ -552,16 +556,7 @@ def _other_keys_bytes(names: tuple[str, ...], tail: bytes) -> tuple:
     col = {b: c0 + i for i, b in enumerate(special)}
     quote = col[0x22]
     table[0, quote] = m  # the trie's root
-    rows: list[int] = []
-    cols: list[int] = []
-    targets: list[int] = []
-    for q, kids in enumerate(children):
-        for b, child in kids.items():
-            rows.append(m + q)
-            cols.append(col[b])
-            targets.append(m + child)
-    if rows:
-        table[rows, cols] = targets
+    _put_trie(table, children, m, col)
     table[[m + q for q in name_ends], quote] = -1  # a name is not another key
     if tail:
         chain = [end] + list(range(n, n + len(tail)))
