@@ -205,8 +205,7 @@ class _Lowering:
     def ref(self, e: Ref, owner: str) -> tuple[str, int]:
         name = e.name
         if name in self.ir.rules:
-            idx = self.nt_index.get(name)
-            return ("n", self.nt(name) if idx is None else idx)
+            return ("n", self.nt(name))
         if name in self.ir.terminals:
             return ("t", self.named_terminal(name))
         raise self.error(f"undefined rule or terminal {name!r} (used in rule {owner!r})", rule=owner,

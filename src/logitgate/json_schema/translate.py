@@ -170,14 +170,20 @@ def _is_integral(v: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
+def _word(hint: str) -> str:
+    """``hint`` as a name: runs of other characters than ASCII letters, digits and ``_`` become
+    one ``_``, trimmed, cut to 40 characters."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[:40]
+
+
 def _sanitize(hint: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_").upper()
-    return s[:40] or "T"
+    """A terminal's name stem."""
+    return _word(hint).upper() or "T"
 
 
-@functools.lru_cache(maxsize=4096)
 def _rule_base(hint: str) -> str:
-    return "r_" + re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[:40].lower()
+    """A rule's name stem."""
+    return "r_" + _word(hint).lower()
 
 
 _LIT_HINTS = {"{": "LBRACE", "}": "RBRACE", "[": "LSQB", "]": "RSQB", ",": "COMMA", ":": "COLON"}
