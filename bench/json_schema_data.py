@@ -400,7 +400,15 @@ class _Reorderer:
                             more.append((sub, res))
                             break
             if "if" in node and ("then" in node or "else" in node):
-                branch = node.get("then") if self.valid_against(instance, node["if"], res) else node.get("else")
+                cond = node["if"]
+                holds = self.valid_against(instance, cond, res)
+                # the names `if` tests come first, as the schema lists them (and as logitgate's
+                # grammar orders them): the whole `if` applies when it holds, else only its names
+                if holds:
+                    more.append((cond, res))
+                elif isinstance(cond, dict) and isinstance(cond.get("properties"), dict):
+                    more.append(({"properties": {k: True for k in cond["properties"]}}, res))
+                branch = node.get("then") if holds else node.get("else")
                 if branch is not None:
                     more.append((branch, res))
             stack.extend(reversed(more))
