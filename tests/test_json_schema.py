@@ -154,6 +154,44 @@ def test_remote_refs_from_a_registry():
     assert e.value.pointer == "/items/$ref"
 
 
+DYNAMIC_LIST = {  # one generic list, its item type bound by the resource that refers to it
+    "$id": "https://example.com/lists",
+    "properties": {"ints": {"$ref": "ints"}, "strs": {"$ref": "strs"}},
+    "$defs": {
+        "generic": {"$id": "generic", "type": "array", "items": {"$dynamicRef": "#item"},
+                    "$defs": {"default": {"$dynamicAnchor": "item"}}},
+        "ints": {"$id": "ints", "$ref": "generic", "$defs": {"i": {"$dynamicAnchor": "item", "type": "integer"}}},
+        "strs": {"$id": "strs", "$ref": "generic", "$defs": {"s": {"$dynamicAnchor": "item", "type": "string"}}},
+    },
+}
+RECURSIVE_TREE = {  # 2019-09: the extension's $recursiveAnchor makes every level require "v"
+    "$schema": "https://json-schema.org/draft/2019-09/schema",
+    "$id": "https://example.com/strict-tree", "$recursiveAnchor": True, "$ref": "tree", "required": ["v"],
+    "$defs": {"tree": {"$id": "tree", "$recursiveAnchor": True, "type": "object",
+                       "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$recursiveRef": "#"}}}}},
+}
+
+
+@pytest.mark.parametrize("schema, texts", [
+    (DYNAMIC_LIST, ['{"ints":[1,2],"strs":["a"]}', '{"ints":["a"]}', '{"strs":[1]}', '{"ints":[],"strs":[]}',
+                    '{"ints":[1],"strs":["a",2]}', '{}']),
+    (RECURSIVE_TREE, ['{"v":1,"kids":[{"v":2,"kids":[{"v":3}]}]}', '{"v":1,"kids":[{}]}', '{"v":1,"kids":[{"v":2,"kids":[{}]}]}',
+                      '{"kids":[]}', '{"v":1}']),
+])
+def test_dynamic_scope_like_jsonschema(schema, texts):
+    """``$dynamicRef`` and ``$recursiveRef`` resolve in the dynamic scope: the same generic
+    subschema, reached through two resources, binds its reference differently. Strict mode (no
+    relaxation) and the verdicts of ``jsonschema`` on each text."""
+    jsonschema = pytest.importorskip("jsonschema")
+    g = lg.Grammar.from_json_schema(schema)
+    assert g.relaxed == []
+    c = lg.compile(g, byte_tokenizer())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    verdicts = [validator.is_valid(json.loads(t)) for t in texts]
+    assert True in verdicts and False in verdicts
+    assert [accepts(c, t) for t in texts] == verdicts, texts
+
+
 def test_combinators_if_then_else_and_dependencies():
     s = {
         "type": "object",

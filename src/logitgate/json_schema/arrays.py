@@ -234,7 +234,7 @@ def _unique(tr: Translator, domain: list[Any], conj: tuple[Sub, ...], lo: int, h
     branches = tr.expand(list(conj))
     exprs: list[Expr] = []
     for v in domain:
-        const = Sub({"const": v}, conj[0].resolver, conj[0].pointer, conj[0].draft)
+        const = Sub({"const": v}, conj[0].resolver, conj[0].pointer, conj[0].draft, dyn=conj[0].dyn)
         exprs.append(_alt([tr.typed(list(b) + [const], depth + 1) for b in branches]))
     memo: dict[int, Expr] = {}
 

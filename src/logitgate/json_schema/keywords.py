@@ -3,9 +3,9 @@
 :data:`KEYWORDS` is the machine-readable form of the keyword list in the documentation (the docs
 build renders it as a table) and is checked against the translator by
 ``tests/test_json_schema_keywords.py``: every keyword the translator reads is listed, each
-``exact`` or ``bounded`` keyword is enforced on a sample schema in strict mode, each ``bounded``,
-``partial`` or ``static`` keyword has a case that strict mode refuses, and each ``annotation``
-changes nothing.
+``exact`` or ``bounded`` keyword is enforced on a sample schema in strict mode, each ``bounded``
+or ``partial`` keyword has a case that strict mode refuses, and each ``annotation`` changes
+nothing.
 
 A keyword not in the table is an annotation too (ignored), as the drafts require of unknown
 keywords.
@@ -20,7 +20,6 @@ STATUSES: dict[str, str] = {
     "exact": "enforced exactly",
     "bounded": "enforced exactly up to a size bound; beyond it relaxed (reported)",
     "partial": "enforced exactly in the cases named; in the others relaxed (reported)",
-    "static": "resolved statically; always reported as a relaxation",
     "reference": "locates or identifies schemas; constrains nothing by itself",
     "annotation": "ignored",
 }
@@ -73,14 +72,18 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("$ref", "any", "exact", "all", "Local, relative and remote references (remote documents through "
        "`registry=`), recursion included. Before 2019-09 keywords beside `$ref` are ignored, as the "
        "drafts say."),
-    _k("$dynamicRef", "any", "static", "2020-12", "Resolved like `$ref`; dynamic scoping is not supported."),
-    _k("$recursiveRef", "any", "static", "2019-09", "Resolved like `$ref`; dynamic scoping is not supported."),
+    _k("$dynamicRef", "any", "exact", "2020-12", "Resolved in the dynamic scope (the outermost resource "
+       "on the way that defines the `$dynamicAnchor`), as `jsonschema` does; a subschema reached through "
+       "scopes that bind it differently is translated once per binding."),
+    _k("$recursiveRef", "any", "partial", "2019-09", "`\"#\"` (the only value 2019-09 defines) is resolved in "
+       "the dynamic scope, through `$recursiveAnchor`; any other value is resolved like `$ref` (reported)."),
     _k("$defs", "any", "reference", "2019-09+", "Holds subschemas for `$ref`."),
     _k("definitions", "any", "reference", "all", "Holds subschemas for `$ref`."),
     _k("$id", "any", "reference", "6+", "Base URI of a schema resource."),
     _k("id", "any", "reference", "4", "Draft 4's `$id`."),
     _k("$anchor", "any", "reference", "2019-09+"),
-    _k("$dynamicAnchor", "any", "reference", "2020-12", "Treated as a plain anchor."),
+    _k("$dynamicAnchor", "any", "reference", "2020-12", "A target of `$dynamicRef`. As in `jsonschema` (the "
+       "`referencing` library), a `$ref` to it resolves in the dynamic scope too."),
     _k("$recursiveAnchor", "any", "reference", "2019-09"),
     _k("$schema", "any", "reference", "all", "Selects the draft (the default is 2020-12)."),
     _k("$vocabulary", "any", "reference", "2019-09+"),

@@ -19,7 +19,7 @@ import referencing.jsonschema as rj
 
 from ..errors import SchemaError
 
-__all__ = ["DRAFTS", "Loaded", "Schema", "draft_of", "load"]
+__all__ = ["DRAFTS", "Loaded", "Schema", "draft_of", "load", "lookup", "lookup_recursive"]
 
 Schema = Any  # a JSON Schema: a dict or a bool
 
@@ -195,3 +195,13 @@ def lookup(resolver: referencing._core.Resolver, ref: str, pointer: str) -> refe
                           f"registry={{uri: schema}}", pointer=pointer) from None
     except ValueError as e:  # urllib refuses the URI itself (e.g. an unbalanced '[')
         raise SchemaError(f"cannot resolve $ref {ref!r}: not a valid URI reference ({e})", pointer=pointer) from None
+
+
+def lookup_recursive(resolver: referencing._core.Resolver, pointer: str) -> referencing._core.Resolved:
+    """``$recursiveRef: "#"`` (2019-09) in the dynamic scope ``resolver`` carries: the current
+    resource's root, or, when that has ``$recursiveAnchor: true``, the outermost resource reached
+    outward through roots that have it too (``referencing.jsonschema.lookup_recursive_ref``)."""
+    try:
+        return rj.lookup_recursive_ref(resolver)
+    except referencing.exceptions.Unresolvable as e:
+        raise SchemaError(f"cannot resolve $recursiveRef '#' ({type(e).__name__})", pointer=pointer) from None

@@ -37,7 +37,7 @@ from ..grammar.ir import (
     TerminalDef,
 )
 from ..regex.ast import CharClass, Concat, Node, Repeat
-from .loader import Loaded, escape_pointer, lookup
+from .loader import Loaded, escape_pointer, lookup, lookup_recursive
 
 __all__ = ["MAX_WHITESPACE", "PROPERTY_ORDERS", "WHITESPACE_MODES", "Translation", "build_ir"]
 
@@ -101,10 +101,10 @@ NEVER: Any = _Never()
 class Sub:
     """One member of a conjunction: a subschema with the resolver of its resource and its pointer."""
 
-    __slots__ = ("draft", "entered", "pointer", "resolver", "schema", "scope")
+    __slots__ = ("draft", "dyn", "entered", "pointer", "resolver", "schema", "scope")
 
     def __init__(self, schema: Any, resolver: Any, pointer: str, draft: str, scope: tuple = (),
-                 entered: bool = False) -> None:
+                 entered: bool = False, dyn: tuple = ()) -> None:
         self.schema = schema
         self.resolver = resolver
         self.pointer = pointer
@@ -114,15 +114,19 @@ class Sub:
         self.scope = scope
         """Keys of the subschemas this one was reached from in place (allOf, $ref, branches), for
         the scope of ``unevaluated*``."""
+        self.dyn = dyn
+        """What the resolver's dynamic scope decides (``Translator._binding``): part of the key, so
+        a subschema reached through scopes that bind ``$dynamicRef``/``$recursiveRef`` differently
+        is translated once per binding."""
 
     @property
     def key(self) -> tuple:
         s = self.schema
-        return (id(s) if isinstance(s, (dict, list)) else repr(s), str(self.resolver._base_uri))
+        return (id(s) if isinstance(s, (dict, list)) else repr(s), str(self.resolver._base_uri), self.dyn)
 
     def child(self, schema: Any, *path: str | int) -> Sub:
         ptr = self.pointer + "".join("/" + escape_pointer(str(p)) for p in path)
-        return Sub(schema, self.resolver, ptr, self.draft)
+        return Sub(schema, self.resolver, ptr, self.draft, dyn=self.dyn)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.schema.get(key, default) if isinstance(self.schema, dict) else default
@@ -217,6 +221,7 @@ class Translator:
         self._counter = itertools.count()
         self._dfa_cache: dict[Node, Any] = {}
         self._skip_conditionals = False
+        self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
         """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
         such subschema, so that a ``$ref`` cycle through it is recognised."""
@@ -425,7 +430,7 @@ class Translator:
                 extra.append(self._deref(sub, kw))
                 if sub.draft in ("draft4", "draft6", "draft7") and kw == "$ref":
                     s = self._ref_only.setdefault(sub.key, {})  # before 2019-09, keywords beside $ref are ignored
-                    sub = Sub(s, sub.resolver, sub.pointer, sub.draft, sub.scope)
+                    sub = Sub(s, sub.resolver, sub.pointer, sub.draft, sub.scope, dyn=sub.dyn)
                     break
             for i, member in enumerate(_list(s["allOf"], sub, "allOf") if "allOf" in s else ()):
                 extra.append(sub.child(member, "allOf", i))
@@ -495,7 +500,7 @@ class Translator:
             except Exception:  # noqa: BLE001
                 resolver = sub.resolver
             draft = self._draft_name(spec)
-            return Sub(s, resolver, sub.pointer, draft)
+            return Sub(s, resolver, sub.pointer, draft, dyn=self._binding(resolver))
         return sub
 
     def _draft_name(self, spec: Any) -> str:
@@ -510,14 +515,54 @@ class Translator:
         ref = sub.schema[kw]
         if not isinstance(ref, str):
             raise SchemaError(f"{kw} must be a string", pointer=sub.pointer + "/" + kw)
-        if kw != "$ref":
-            self.unsupported(sub.pointer + "/" + kw, f"{kw} is resolved statically (like $ref); dynamic scoping "
-                             "is not supported")
-        resolved = lookup(sub.resolver, ref, sub.pointer + "/" + kw)
+        if kw == "$recursiveRef" and ref == "#":
+            resolved = lookup_recursive(sub.resolver, sub.pointer + "/" + kw)
+        else:
+            if kw == "$recursiveRef":
+                self.unsupported(sub.pointer + "/" + kw, f"$recursiveRef {ref!r} is resolved like $ref (2019-09 "
+                                 "defines only '#')")
+            # a $dynamicRef (or $ref) to a $dynamicAnchor resolves in the dynamic scope the
+            # resolver carries (``referencing``, as ``jsonschema`` does)
+            resolved = lookup(sub.resolver, ref, sub.pointer + "/" + kw)
         target = resolved.contents
         spec = self.loaded.spec_of(target)
         draft = self._draft_name(spec) if isinstance(target, dict) and "$schema" in target else sub.draft
-        return Sub(target, resolved.resolver, ref, draft, entered=True)
+        return Sub(target, resolved.resolver, ref, draft, entered=True, dyn=self._binding(resolved.resolver))
+
+    def _binding(self, resolver: Any) -> tuple:
+        """What the dynamic scope of ``resolver`` decides for any ``$dynamicRef``/``$recursiveRef``
+        below it: the resources in scope that define a ``$dynamicAnchor``, outermost first, each
+        once (a dynamic anchor resolves to the outermost of them defining its name), and where a
+        ``$recursiveRef`` walk (outward through resources whose root has ``$recursiveAnchor``)
+        ends. Empty for a scope without such resources: most schemas, translated as before."""
+        scope = [uri for uri, _ in resolver.dynamic_scope()]  # innermost first
+        if not scope:
+            return ()
+        dynamic: list[str] = []
+        for uri in reversed(scope):
+            if uri not in dynamic and self._resource_flags(resolver, uri)[0]:
+                dynamic.append(uri)
+        walk_end = None
+        for uri in scope:
+            if not self._resource_flags(resolver, uri)[1]:
+                break
+            walk_end = uri
+        return () if not dynamic and walk_end is None else (tuple(dynamic), walk_end)
+
+    def _resource_flags(self, resolver: Any, uri: str) -> tuple[bool, bool]:
+        """``(defines a $dynamicAnchor somewhere, its root has $recursiveAnchor: true)`` for the
+        resource at ``uri`` (cached; the first counts anchors of embedded resources too, which
+        only splits translations more finely)."""
+        flags = self._uri_flags.get(uri)
+        if flags is None:
+            try:
+                contents = resolver.lookup(uri).contents
+            except Exception:  # noqa: BLE001 - a scope entry always resolves; be safe anyway
+                contents = None
+            flags = (_has_key(contents, "$dynamicAnchor"),
+                     isinstance(contents, dict) and contents.get("$recursiveAnchor") is True)
+            self._uri_flags[uri] = flags
+        return flags
 
     def _dependencies(self, sub: Sub) -> list[list[Any]]:
         """``dependentRequired``/``dependentSchemas`` (and draft 7 ``dependencies``) as branches:
@@ -1142,7 +1187,16 @@ def _contradicts(done: list[Sub], sub: Sub) -> bool:
 
 def _negated(sub: Sub, inner: dict) -> Sub:
     """The primitive-only negation of ``inner`` (a schema of ``sub``'s resource)."""
-    return Sub(_NotSchema({"not": inner}), sub.resolver, sub.pointer + "/not", sub.draft)
+    return Sub(_NotSchema({"not": inner}), sub.resolver, sub.pointer + "/not", sub.draft, dyn=sub.dyn)
+
+
+def _has_key(value: Any, key: str) -> bool:
+    """Whether ``key`` is a key of some object inside the JSON value ``value``."""
+    if isinstance(value, dict):
+        return key in value or any(_has_key(v, key) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_key(v, key) for v in value)
+    return False
 
 
 def _set_scope(items: list[Any], scope: tuple) -> None:
