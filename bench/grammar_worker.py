@@ -58,12 +58,11 @@ class LogitgateGrammarEngine(LogitgateEngine):
         ctor = getattr(self.lg.Grammar, ctor_name, None)
         if ctor is None:
             raise Unsupported(f"AttributeError: logitgate.Grammar has no {ctor_name}")
+        self.fresh()
         try:
             grammar = ctor(text, **self.CTOR_KW.get(fmt, {}))
         except NotImplementedError as e:
             raise Unsupported(f"NotImplementedError: {e}") from e
-        if not self._compile_kw and self._clear_cache is not None:
-            self._clear_cache()
         try:
             return self.lg.compile(grammar, self.tok, **self._compile_kw)
         except NotImplementedError as e:

@@ -157,11 +157,10 @@ class LogitgateSchemaEngine(LogitgateEngine):
         if item.get("remotes") and "registry" in self._ctor_params:
             kw["registry"] = item["remotes"]
         self.last_relaxed = None
+        self.fresh()
         try:
             grammar = ctor(item["schema_text"], **kw)
             self.last_relaxed = list(getattr(grammar, "relaxed", None) or [])
-            if not self._compile_kw and self._clear_cache is not None:
-                self._clear_cache()
             return self.lg.compile(grammar, self.tok, **self._compile_kw)
         except self.SchemaError as e:
             raise Unsupported(one_line(e), schema_error_keywords(e)) from e
@@ -195,6 +194,7 @@ class LogitgateStrictEngine(LogitgateSchemaEngine):
         kw = dict(whitespace="compact", property_order=self.PROPERTY_ORDER, strict=True)
         if item.get("remotes") and "registry" in self._ctor_params:
             kw["registry"] = item["remotes"]
+        self.fresh()
         try:
             return ctor(item["schema_text"], **kw)
         except self.SchemaError as e:

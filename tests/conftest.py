@@ -80,3 +80,13 @@ def outlines_regexes() -> dict[str, str]:
     if not path.exists():
         return {}
     return json.loads(path.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_grammar_cache():
+    """Each test builds its grammars from text anew (as before the grammar cache existed): a test
+    that patches a front end or translator sees its patch, whatever earlier tests built."""
+    from logitgate.grammar.spec import clear_grammar_cache
+
+    clear_grammar_cache()
+    yield

@@ -693,6 +693,10 @@ def _compile_cached(grammar: Grammar, tokenizer: Tokenizer) -> CompiledGrammar:
 
 
 def clear_cache() -> None:
-    """Drop every cached compiled grammar."""
+    """Drop every cached compiled grammar, and every grammar cached by the ``Grammar.from_*``
+    constructors (``logitgate.grammar.spec.clear_grammar_cache``)."""
+    from .grammar.spec import clear_grammar_cache
+
     with _cache_lock:
         _cache.clear()
+    clear_grammar_cache()

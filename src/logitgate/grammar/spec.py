@@ -1,14 +1,16 @@
 """``Grammar``: what the output must look like, independent of any tokenizer.
 
 A ``Grammar`` is cheap, immutable and hashable; its source is checked when it is created, so a bad
-regex fails here with its offset. ``logitgate.compile(grammar, tokenizer)`` turns it into a
-``CompiledGrammar`` for one vocabulary.
+regex fails here with its offset. Grammars built from text are cached (``GRAMMAR_CACHE_SIZE``).
+``logitgate.compile(grammar, tokenizer)`` turns it into a ``CompiledGrammar`` for one vocabulary.
 """
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 
@@ -18,7 +20,40 @@ from ..regex.ast import Node
 from ..regex.parser import parse as _parse_regex
 from .ir import GrammarIR
 
-__all__ = ["Grammar"]
+__all__ = ["Grammar", "GRAMMAR_CACHE_SIZE", "clear_grammar_cache"]
+
+GRAMMAR_CACHE_SIZE = 128
+"""How many grammars built from a text the process-wide cache keeps (least recently used are
+dropped): asking again for a grammar already built from the same source, options and caps
+(``Limits``) returns the same ``Grammar`` without parsing or translating again."""
+_grammars: "OrderedDict[tuple, Grammar]" = OrderedDict()
+_grammars_lock = threading.Lock()
+
+
+def clear_grammar_cache() -> None:
+    """Drop every cached grammar (``logitgate.clear_cache()`` does too)."""
+    with _grammars_lock:
+        _grammars.clear()
+
+
+def _cached(key: tuple | None, build: "Callable[[], Grammar]") -> "Grammar":
+    """The grammar ``build()`` gives, kept by ``key`` and the caps in force (None: not cached,
+    as for inputs read from elsewhere than the arguments). Errors are not kept: a bad source
+    raises every time. Thread-safe: two threads may build the same grammar once each."""
+    if key is None:
+        return build()
+    full = (key, get_limits())
+    with _grammars_lock:
+        hit = _grammars.get(full)
+        if hit is not None:
+            _grammars.move_to_end(full)
+            return hit
+    grammar = build()
+    with _grammars_lock:
+        _grammars[full] = grammar
+        while len(_grammars) > GRAMMAR_CACHE_SIZE:
+            _grammars.popitem(last=False)
+    return grammar
 
 _ALLOWED_RE_FLAGS = re.IGNORECASE | re.DOTALL | re.VERBOSE | re.ASCII | re.MULTILINE | re.UNICODE
 
@@ -66,9 +101,14 @@ class Grammar:
         if not isinstance(pattern, str):
             raise RegexError(f"a regex must be a str, not {type(pattern).__name__}")
         check_source_size(pattern, "regex", RegexLimitError)
-        with compile_deadline():
-            tree = _parse_regex(pattern, int(flags))
-        return cls("regex", pattern, int(flags), _tree=tree)
+        flags = int(flags)
+
+        def build() -> Grammar:
+            with compile_deadline():
+                tree = _parse_regex(pattern, flags)
+            return cls("regex", pattern, flags, _tree=tree)
+
+        return _cached(("regex", pattern, flags), build)
 
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start", import_paths: Sequence[str] = (),
@@ -94,9 +134,15 @@ class Grammar:
                                    f"'%declare {name.upper()}' (Lark only lets terminals be declared)", rule=name)
         if isinstance(text, str):
             check_source_size(text, "grammar", GrammarLimitError)
-        with compile_deadline(), _no_recursion_error("grammar"):
-            ir = parse_lark(text, start=start, import_paths=paths, external_names=tuple(subs))
-            return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
+
+        def build() -> Grammar:
+            with compile_deadline(), _no_recursion_error("grammar"):
+                ir = parse_lark(text, start=start, import_paths=paths, external_names=tuple(subs))
+                return cls._composed("lark", text, (("start", start), ("import_paths", paths)), ir, subs)
+
+        # files imported from import_paths may change between calls: those are read every time
+        plain = isinstance(text, str) and isinstance(start, str) and not paths and not subs
+        return _cached(("lark", text, start) if plain else None, build)
 
     @classmethod
     def from_gbnf(cls, text: str, *, start: str = "root", lexing: str = "exact",
@@ -118,8 +164,13 @@ class Grammar:
         options: tuple = (("start", start),) if lexing == "exact" else (("start", start), ("lexing", lexing))
         if isinstance(text, str):
             check_source_size(text, "grammar", GrammarLimitError)
-        with compile_deadline(), _no_recursion_error("grammar"):
-            return cls._composed("gbnf", text, options, parse_gbnf(text, start=start), dict(subgrammars or {}))
+
+        def build() -> Grammar:
+            with compile_deadline(), _no_recursion_error("grammar"):
+                return cls._composed("gbnf", text, options, parse_gbnf(text, start=start), dict(subgrammars or {}))
+
+        plain = isinstance(text, str) and isinstance(start, str) and not subgrammars
+        return _cached(("gbnf", text, options) if plain else None, build)
 
     @classmethod
     def from_yacc(cls, text: str, *, subgrammars: Mapping[str, "Grammar"] | None = None) -> "Grammar":
@@ -132,8 +183,12 @@ class Grammar:
 
         if isinstance(text, str):
             check_source_size(text, "grammar", GrammarLimitError)
-        with compile_deadline(), _no_recursion_error("grammar"):
-            return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
+
+        def build() -> Grammar:
+            with compile_deadline(), _no_recursion_error("grammar"):
+                return cls._composed("yacc", text, (), parse_yacc(text), dict(subgrammars or {}))
+
+        return _cached(("yacc", text) if isinstance(text, str) and not subgrammars else None, build)
 
     @classmethod
     def from_json_schema(cls, schema: Any, *, whitespace: str = "compact", property_order: str = "schema",
@@ -150,11 +205,34 @@ class Grammar:
         enforced exactly (with its JSON pointer); with ``strict=False`` such constructs are relaxed
         to an over-approximation and listed in ``Grammar.relaxed``. ``registry``: documents for
         remote ``$ref``s, ``{uri: schema}``. A schema no document satisfies raises ``SchemaError``.
+        The same schema (text, or a plain dict by its ``repr``) with the same options and caps
+        returns the cached ``Grammar`` (see ``GRAMMAR_CACHE_SIZE``).
         """
-        from ..json_schema import canonical_json
-
         if isinstance(schema, (str, bytes)):
             check_source_size(schema, "schema", SchemaLimitError)
+        # the cache knows a schema by its text, or by the repr of a plain dict/list/bool (which
+        # tells 1 from "1" and 1.0 from 1, and changes when the dict is changed); a Pydantic model
+        # or a referencing.Registry is translated every time
+        try:
+            if isinstance(schema, (str, bytes)):
+                source_key: Any = schema
+            elif type(schema) in (dict, list, bool):
+                source_key = ("repr", repr(schema))
+            else:
+                source_key = None
+            reg_key = None if registry is None else repr(registry) if type(registry) is dict else False
+        except RecursionError:  # nested deeper than repr goes: translated (and its depth checked) uncached
+            source_key = reg_key = None
+        key = None if source_key is None or reg_key is False else \
+            ("json_schema", source_key, whitespace, property_order, bool(strict), reg_key)
+        return _cached(key, lambda: cls._json_schema(schema, whitespace, property_order, strict, registry))
+
+    @classmethod
+    def _json_schema(cls, schema: Any, whitespace: str, property_order: str, strict: bool,
+                     registry: Mapping[str, Any] | None) -> "Grammar":
+        """``from_json_schema`` without the cache."""
+        from ..json_schema import canonical_json
+
         lim = get_limits()
         try:
             # recursion per schema level is bounded by max_schema_depth (checked before any work)

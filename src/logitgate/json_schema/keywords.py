@@ -59,7 +59,8 @@ KEYWORDS: dict[str, Keyword] = dict([
        "`const`/`enum` property), or when every branch can be negated (as for `not`: each branch is then "
        "taken with the negation of all the others); otherwise enforced as `anyOf` (reported)."),
     _k("not", "any", "partial", "all", "Exact where the negation is decidable: types, primitive constraints, "
-       "`properties`/`required`, `anyOf`/`allOf` of those, a double `not`; otherwise ignored."),
+       "`properties`/`required`, `minItems`/`maxItems`/`minProperties`/`maxProperties`, `anyOf`/`allOf` of "
+       "those, a double `not`; otherwise ignored."),
     _k("if", "any", "partial", "7+", "With `then`/`else`: exact when `if` can be negated (as for `not`); "
        "otherwise enforced as (if and then) or else; also relaxed when the combinators at one position "
        "expand into more than `Limits.max_schema_alternatives` branches."),

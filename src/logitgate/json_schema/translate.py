@@ -625,15 +625,25 @@ class Translator:
             return out
         if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
             return [_negated(sub, s)]
-        if keys <= {"type", "properties", "required"}:
+        if keys <= _NEGATABLE_STRUCTURE:
+            # S = type and K1 and K2 ..., each K constraining values of one type only (others meet
+            # it): not S = (not type) or (not K1) or ..., not K = the values of K's type that break it
             if not isinstance(s.get("required", []), list) or not isinstance(s.get("properties", {}), dict):
                 return None  # malformed: the keyword check reports it where the schema is used
+            counts = {k: _count(s[k]) for k in keys & _COUNT_NEGATION.keys()}
+            if None in counts.values():
+                return None  # malformed, as above
             out = []
+            types: Any = None
             if "type" in s:
                 out.append(_negated(sub, {"type": s["type"]}))
                 types = s["type"] if isinstance(s["type"], list) else [s["type"]]
-                if "object" not in types:
-                    return out
+            for kw, n in counts.items():
+                json_type, other, delta = _COUNT_NEGATION[kw]
+                if (types is None or json_type in types) and n + delta >= 0:
+                    out.append(sub.child({"type": json_type, other: n + delta}, kw))
+            if types is not None and "object" not in types:
+                return out
             for r in s.get("required", []):
                 out.append(sub.child({"type": "object", "properties": {r: False}}, "required"))
             for p, ps in (s.get("properties") or {}).items():
@@ -1183,6 +1193,23 @@ def _contradicts(done: list[Sub], sub: Sub) -> bool:
     if not is_object:
         return False
     return any(not (domain - excluded.get(p, set())) for p, domain in allowed.items())
+
+
+_COUNT_NEGATION = {  # keyword -> (the type it constrains, the keyword of its negation, bound shift)
+    "minItems": ("array", "maxItems", -1),
+    "maxItems": ("array", "minItems", 1),
+    "minProperties": ("object", "maxProperties", -1),
+    "maxProperties": ("object", "minProperties", 1),
+}
+_NEGATABLE_STRUCTURE = {"type", "properties", "required", *_COUNT_NEGATION}
+"""Keywords of a schema ``Translator.negate`` negates keyword by keyword (with their subschemas)."""
+
+
+def _count(v: Any) -> int | None:
+    """A count keyword's value (a non-negative integer, ``2.0`` too), else None."""
+    if isinstance(v, bool) or not (isinstance(v, int) or isinstance(v, Decimal) and v == v.to_integral_value()):
+        return None
+    return int(v) if v >= 0 else None
 
 
 def _negated(sub: Sub, inner: dict) -> Sub:
