@@ -58,7 +58,6 @@ class LogitgateGrammarEngine(LogitgateEngine):
         ctor = getattr(self.lg.Grammar, ctor_name, None)
         if ctor is None:
             raise Unsupported(f"AttributeError: logitgate.Grammar has no {ctor_name}")
-        self.fresh()
         try:
             grammar = ctor(text, **self.CTOR_KW.get(fmt, {}))
         except NotImplementedError as e:
@@ -235,6 +234,7 @@ def run_grammar(eng, vocab, item, job):
     bm = allocate_bitmask(vocab.vocab_size)
 
     # 1. compile (grammar text -> compiled for this vocabulary), then matcher + first mask.
+    eng.fresh()
     gc.collect()
     gc.disable()
     rss0 = proc_status_kb("VmRSS")

@@ -157,7 +157,6 @@ class LogitgateSchemaEngine(LogitgateEngine):
         if item.get("remotes") and "registry" in self._ctor_params:
             kw["registry"] = item["remotes"]
         self.last_relaxed = None
-        self.fresh()
         try:
             grammar = ctor(item["schema_text"], **kw)
             self.last_relaxed = list(getattr(grammar, "relaxed", None) or [])
@@ -194,7 +193,6 @@ class LogitgateStrictEngine(LogitgateSchemaEngine):
         kw = dict(whitespace="compact", property_order=self.PROPERTY_ORDER, strict=True)
         if item.get("remotes") and "registry" in self._ctor_params:
             kw["registry"] = item["remotes"]
-        self.fresh()
         try:
             return ctor(item["schema_text"], **kw)
         except self.SchemaError as e:
@@ -436,6 +434,7 @@ def run_schema(eng, vocab, item, job):
     res = {"event": "result", "schema": item["name"], "status": "ok"}
     perf = time.perf_counter_ns
     bm = allocate_bitmask(vocab.vocab_size)
+    eng.fresh()
     gc.collect()
     gc.disable()
     try:

@@ -88,6 +88,10 @@ class Engine:
     def compile(self, regex: str):
         raise NotImplementedError
 
+    def fresh(self):
+        """Called before each item's timed build, outside the timing: drop what the engine
+        keeps from earlier builds that would make this one a cache hit (nothing by default)."""
+
     def matcher(self, handle):
         raise NotImplementedError
 
@@ -132,13 +136,13 @@ class LogitgateEngine(Engine):
         self._clear_cache = getattr(self.lg, "clear_cache", None)
 
     def fresh(self):
-        """Before a timed build: empty logitgate's caches of grammars built from text (and, where
-        compile has no ``cache`` switch, of compiled grammars), so every build really builds."""
+        """Empty logitgate's caches of grammars built from text and of compiled grammars, so that
+        the next build really builds (the workers call it before each item, outside the timing:
+        what the caches held is freed there, not in the timed build)."""
         if self._clear_cache is not None:
             self._clear_cache()
 
     def compile(self, regex):
-        self.fresh()
         compiled = self.lg.compile(self.lg.Grammar.from_regex(regex), self.tok, **self._compile_kw)
         if self.full_index:
             build = getattr(compiled, "build_index", None)

@@ -93,6 +93,7 @@ def run_regex(eng, vocab, item, job):
     perf = time.perf_counter_ns
 
     # 1. compile + first mask, timed; peak RSS around it.
+    eng.fresh()
     gc.collect()
     gc.disable()
     rss0 = proc_status_kb("VmRSS")
@@ -151,6 +152,7 @@ def run_regex(eng, vocab, item, job):
 
     # 4. Python-side memory (tracemalloc) of a second, separate compile + first mask.
     if eng.name in PYTHON_SIDE and job["tracemalloc"]:
+        eng.fresh()  # the second compile really compiles
         tracemalloc.start()
         h = eng.compile(item["regex"])
         mm = eng.matcher(h)
