@@ -500,7 +500,7 @@ class Translator:
             except Exception:  # noqa: BLE001
                 resolver = sub.resolver
             draft = self._draft_name(spec)
-            return Sub(s, resolver, sub.pointer, draft, dyn=self._binding(resolver))
+            return Sub(s, resolver, sub.pointer, draft, dyn=self._binding(resolver, sub.pointer))
         return sub
 
     def _draft_name(self, spec: Any) -> str:
@@ -527,9 +527,10 @@ class Translator:
         target = resolved.contents
         spec = self.loaded.spec_of(target)
         draft = self._draft_name(spec) if isinstance(target, dict) and "$schema" in target else sub.draft
-        return Sub(target, resolved.resolver, ref, draft, entered=True, dyn=self._binding(resolved.resolver))
+        return Sub(target, resolved.resolver, ref, draft, entered=True,
+                   dyn=self._binding(resolved.resolver, sub.pointer + "/" + kw))
 
-    def _binding(self, resolver: Any) -> tuple:
+    def _binding(self, resolver: Any, pointer: str) -> tuple:
         """What the dynamic scope of ``resolver`` decides for any ``$dynamicRef``/``$recursiveRef``
         below it: the resources in scope that define a ``$dynamicAnchor``, outermost first, each
         once (a dynamic anchor resolves to the outermost of them defining its name), and where a
@@ -540,25 +541,23 @@ class Translator:
             return ()
         dynamic: list[str] = []
         for uri in reversed(scope):
-            if uri not in dynamic and self._resource_flags(resolver, uri)[0]:
+            if uri not in dynamic and self._resource_flags(resolver, uri, pointer)[0]:
                 dynamic.append(uri)
         walk_end = None
         for uri in scope:
-            if not self._resource_flags(resolver, uri)[1]:
+            if not self._resource_flags(resolver, uri, pointer)[1]:
                 break
             walk_end = uri
         return () if not dynamic and walk_end is None else (tuple(dynamic), walk_end)
 
-    def _resource_flags(self, resolver: Any, uri: str) -> tuple[bool, bool]:
+    def _resource_flags(self, resolver: Any, uri: str, pointer: str) -> tuple[bool, bool]:
         """``(defines a $dynamicAnchor somewhere, its root has $recursiveAnchor: true)`` for the
         resource at ``uri`` (cached; the first counts anchors of embedded resources too, which
-        only splits translations more finely)."""
+        only splits translations more finely). A scope entry always resolves (the resolver was
+        there); were it not to, the error names ``pointer`` rather than a binding going wrong."""
         flags = self._uri_flags.get(uri)
         if flags is None:
-            try:
-                contents = resolver.lookup(uri).contents
-            except Exception:  # noqa: BLE001 - a scope entry always resolves; be safe anyway
-                contents = None
+            contents = lookup(resolver, uri, pointer).contents
             flags = (_has_key(contents, "$dynamicAnchor"),
                      isinstance(contents, dict) and contents.get("$recursiveAnchor") is True)
             self._uri_flags[uri] = flags
