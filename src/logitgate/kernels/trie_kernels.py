@@ -285,23 +285,26 @@ def _walk_subtree(table, byte_class, nodes, subtree_end, j, stack, mask, spare, 
                   stoppable):  # pragma: no cover - compiled
     """:func:`_fill_masks_dfa`'s walk of the subtree of node ``j`` (its parent's state on
     ``stack``): the visits so far, or -1 once they pass ``budget`` (when ``stoppable``)."""
-    i = j
-    end = subtree_end[j]
+    # unsigned indices: numba gives a signed index a test for negative values (Python's wrap
+    # around) at each access, which cost ~40% of this loop (a 266k-node walk: 1.0 -> 0.6 ms)
+    one = np.uint64(1)
+    i = np.uint64(j)
+    end = np.uint64(subtree_end[j])
     while i < end:
         visited += 1
         if visited > budget and stoppable:
             return -1
         r = nodes[i]
-        d = (r >> 8) & 0xFFFF
-        s = table[stack[d - 1] + byte_class[r & 0xFF]]
+        d = np.uint64((r >> 8) & 0xFFFF)
+        s = table[np.uint64(stack[d - one]) + np.uint64(byte_class[np.uint64(r & 0xFF)])]
         if s < 0:
-            i = subtree_end[i]
+            i = np.uint64(subtree_end[i])
             continue
         stack[d] = s
         t = (r >> 24) - 1
-        t += (t >> 63) & spare
-        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        i += 1
+        t = np.uint64(t + ((t >> 63) & spare))
+        mask[t >> np.uint64(5)] |= np.uint32(1) << np.uint32(t & np.uint64(31))
+        i += one
     return visited
 
 
