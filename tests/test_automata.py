@@ -754,6 +754,21 @@ def test_random_patterns_against_re(pattern: str, strings: list[str], rnd: rando
     check_random_pattern(pattern, strings, rnd)
 
 
+WORDS = st.lists(st.text(alphabet=["a", "b", "é", "😀", " "], min_size=1, max_size=4), min_size=2, max_size=9)
+WORD_LIST_SHAPES = ["(?:{w})", "x(?:{w})y", "((?:{w})[ ,]?)+", "(?:{w})*-(?:{w})", "(?:(?:{w})\\|)*", "({w}){{2,3}}"]
+
+
+@needs_parser
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(words=WORDS, shape=st.sampled_from(WORD_LIST_SHAPES), strings=STRINGS, rnd=st.randoms(use_true_random=False))
+def test_word_lists_against_re(words: list[str], shape: str, strings: list[str], rnd: random.Random) -> None:
+    """Alternations of literal strings (built all at once by the NFA, and copied when the same
+    list occurs again) in several contexts; the strings include the words themselves."""
+    pattern = shape.format(w="|".join(re.escape(w) for w in words))
+    sample = [w for w in words] + ["x" + w + "y" for w in words] + [words[0] + words[-1], words[0] + "-" + words[1]]
+    check_random_pattern(pattern, strings + sample, rnd)
+
+
 @needs_parser
 @pytest.mark.slow
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -125,6 +125,38 @@ class _Glushkov:
         self.follow.append([])
         return _Frag([base], [base + len(ids) - 1], False)
 
+    def words(self, items: Sequence[Node]) -> _Frag | None:
+        """The alternatives of an alternation of literal strings (``of|or|the|...``, a common
+        pattern) all at once, as :meth:`chain` would build them one by one; None when an
+        alternative is not a literal, or one of its classes is empty."""
+        words: list[Sequence[CharClass]] = []
+        for item in items:
+            kind = type(item)
+            if kind is Concat:
+                chars = item.items
+                for c in chars:
+                    if type(c) is not CharClass:
+                        return None
+                words.append(chars)
+            elif kind is CharClass:
+                words.append((item,))
+            else:
+                return None
+        get = self.class_index.get
+        ids = [get(c.ranges) for chars in words for c in chars]
+        if None in ids:
+            ids = [self.class_id(c.ranges) for chars in words for c in chars]
+        if -1 in ids:
+            return None
+        base = self.reserve(len(ids))
+        self.position_class += ids
+        ends = list(accumulate(map(len, words)))  # one past each word's last position, from 0
+        follow = [[-2 - p] for p in range(base, base + len(ids))]  # position p is followed by p + 1 ...
+        for e in ends:
+            follow[e - 1] = []  # ... except at a word's end
+        self.follow += follow
+        return _Frag([base] + [base + e for e in ends[:-1]], [base + e - 1 for e in ends], False)
+
     def concat(self, a: _Frag, b: _Frag) -> _Frag:
         if b.first and a.last:
             follow, offset, r = self.follow, self.offset, self.ref(b.first)
@@ -194,6 +226,13 @@ class _Glushkov:
             if template is not None:
                 return self._replicate(template)
             i0, g0 = len(self.position_class), len(self.groups)
+            words = self.words(node.items)
+            if words is not None:
+                n = len(self.position_class) - i0
+                if n >= _TEMPLATE_MIN_POSITIONS:
+                    self._templates[node] = (i0, n, g0, g0, [f.copy() for f in self.follow[i0:]],
+                                             tuple(words.first), tuple(words.last), False)
+                return words
             first: list[int] = []
             last: list[int] = []
             nullable = False
