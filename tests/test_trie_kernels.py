@@ -160,3 +160,58 @@ def test_class_table_is_row_offsets_with_dead_moves_kept(readonly):
         expected = np.where(table >= 0, table * n_classes, -1).reshape(-1)
         assert got.dtype == np.int32 and not got.flags.writeable
         assert np.array_equal(got, expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       pattern=st.sampled_from([r"[ab]+-?\d*", r"(é|€)+a?", r"a{2,4}(0|-)*", r"[^a]{1,3}€?", r"(ab|b0)*é",
+                                r"[^-]*-[^0]*", r"(a[^b]*|b[^a]*)0"]))
+def test_pair_walk_turns_any_state_s_mask_into_any_other_s(seed, pattern):
+    """``_pair_walk`` (+ ``_sync_dups``) from the plain mask of a state ``r`` gives the plain mask
+    of ``s``, for every pair of states: the subtrees it skips, sets and clears are all right, and
+    the ids sharing bytes with others follow them (the tokenizer has two)."""
+    tok = _small_tokenizer(random.Random(seed))
+    c = logitgate.compile(logitgate.Grammar.from_regex(pattern), tok, cache=False)
+    trie = c.trie
+    states = list(range(c.n_states))
+    _, plain = _fill(c, states, 10**9)
+    stack = np.empty(trie.max_depth + 1, np.int32)
+    ref_stack = np.empty(trie.max_depth + 1, np.int32)
+    for r in states:
+        for s in states:
+            mask = plain[r].copy()
+            visited = trie_kernels._pair_walk(c._table, c._byte_class, s * c._n_classes, r * c._n_classes,
+                                              trie.root_child, trie.nodes, trie.subtree_end, stack, ref_stack, mask,
+                                              10**9)
+            trie_kernels._sync_dups(mask, trie.dup_first, trie.dup_other)
+            assert visited >= 0 and np.array_equal(mask[:-1], plain[s, :-1]), (pattern, r, s)
+            if r == s:  # every subtree is skipped at the root
+                assert visited == (trie.root_child >= 0).sum()
+
+
+ALIKE_PATTERNS = [
+    r"""(['"\ ,]?((?:of|the|moral|and|altruism|virtue|is|an|it|for|a)['"\ ,]?)+['"\ ,]?\s\|\s([^|\(\)\n]{1,})"""
+    r"""\s\|\s['"\ ,]?((?:of|the|moral|and|altruism|virtue)['"\ ,]?)+['"\ ,]?(\s\|\s\(([^|\(\)\n]{1,})\s\|\s"""
+    r"""([^|\(\)\n]{1,})\))*\n)*""",
+    r"(Name: [^\n]+\nCity: [^\n]{2,}\n){1,3}",
+    r"[^|\n]+(\s\|\s[^|\n]+)+!",
+]
+
+
+def test_masks_derived_from_alike_states_equal_plain_walks(tok_spm, tok_tekken) -> None:
+    """A heavy state's mask derived from a kept alike state's (``state_mask``) equals its plain
+    walk, EOS bits included, in any order of requests; and some masks are derived."""
+    for tok in (tok_spm, tok_tekken):
+        derived = 0
+        for pattern in ALIKE_PATTERNS:
+            c = logitgate.compile(logitgate.Grammar.from_regex(pattern), tok, cache=False)
+            states = list(range(c.n_states))
+            random.Random(len(pattern)).shuffle(states)
+            _, plain = _fill(c, states, 10**9)
+            for k, s in enumerate(states):
+                expected = plain[k, :-1].copy()
+                if c._accepting[s]:
+                    expected |= c._eos_words
+                assert np.array_equal(c.token_mask(s).view(np.uint32), expected), (tok.name, pattern, s)
+            derived += c.n_alike_masks
+        assert derived > 0, tok.name

@@ -59,6 +59,12 @@ also counts ``16 + words / 4`` for its fixed work, mostly the page faults of fre
 state that would pass the budget, and those after it, are left for later. At most about 50 us on
 the 131k-token tekken vocabulary, where it fills a dozen cheap states."""
 
+ALIKE_MASKS = 4
+"""How many masks of recent *heavy* regex states (a walk over half of the vocabulary's trie or
+more: a free-text span) a compiled regex keeps to derive the masks of alike states from
+(see ``trie_kernels.state_mask``): the states of one span that differ only in what its end
+looks like share nearly all their tokens."""
+
 IndexMode = Literal["background", "lazy", "eager"]
 """When ``compile`` computes token masks: ``"lazy"`` (on first use), ``"eager"`` (all states
 before returning) or ``"background"`` (on a background thread)."""
@@ -73,6 +79,9 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 _NO_BATCH = np.zeros((0, 0), dtype=np.int32)  # a compiled regex's batch before its first mask
+_NO_ALIKE_ROWS = np.zeros(0, np.int32)  # state_mask without kept masks
+_NO_ALIKE_REACH = np.zeros(0, np.int64)
+_NO_ALIKE_MASKS = np.zeros((0, 0), np.uint32)
 
 _LAYOUTS: dict[tuple[int, tuple[int, ...]], tuple[int, np.ndarray, np.ndarray]] = {}
 
@@ -128,6 +137,13 @@ class CompiledGrammar:
         self._batch = _NO_BATCH
         self._batch_row: dict[int, int] = {}
         self._walk_args: tuple | None = None  # the trie's arrays for _state_mask, gathered on first use
+        # the masks of recent heavy states, to derive alike ones from (see ALIKE_MASKS): created on
+        # first use; one thread at a time uses them (another walks plainly meanwhile)
+        self._alike: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._alike_next = 0
+        self._alike_lock = threading.Lock()
+        self.n_alike_masks = 0
+        """How many masks were derived from an alike state's (for tests and benchmarks)."""
 
     # -- states -------------------------------------------------------------------------------
     @property
@@ -220,8 +236,24 @@ class CompiledGrammar:
             args = self._walk_args = (trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
                                       trie.max_depth, trie.root_fanout, trie.root_grand, self._live)
         out = np.empty(self.mask_words + 1, np.int32)  # + the walk's spare word
-        _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
-                       self._accepting[state], self._eos_words, out)
+        nodes = self.trie.nodes.shape[0]
+        if self._alike_lock.acquire(blocking=False):
+            try:
+                if self._alike is None:
+                    self._alike = (np.full(ALIKE_MASKS, -1, np.int32), np.zeros(ALIKE_MASKS, np.int64),
+                                   np.empty((ALIKE_MASKS, out.shape[0]), np.uint32))
+                how = _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
+                                     self._accepting[state], self._eos_words, out, *self._alike, self._alike_next,
+                                     max(8192, nodes // 2))
+                if how:
+                    self._alike_next = (self._alike_next + 1) % ALIKE_MASKS
+                    self.n_alike_masks += how == 2
+            finally:
+                self._alike_lock.release()
+        else:  # another thread holds the kept masks: a plain walk
+            _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
+                           self._accepting[state], self._eos_words, out, _NO_ALIKE_ROWS, _NO_ALIKE_REACH,
+                           _NO_ALIKE_MASKS, -1, nodes)
         mask = out[:-1]
         mask.flags.writeable = False
         return mask

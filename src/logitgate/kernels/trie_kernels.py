@@ -332,24 +332,184 @@ def first_batch_masks(table, byte_class, n_classes, first, limit, root_child, no
     return rows[:done], out[:done]
 
 
-@njit(types.void(_i32_1d_ro, _i32_1d_ro, types.int64, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
-                 _i32_1d_ro, types.int64, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.boolean, _u32_1d_ro, _i32_1d),
+@njit(cache=True, nogil=True, inline="always")
+def _plain_estimate(table, byte_class, row, root_child, subtree_end):  # pragma: no cover - compiled
+    """The nodes a walk from ``row`` would at most visit: the subtrees of the live root children."""
+    n = 0
+    for b in range(256):
+        j = root_child[b]
+        if j >= 0 and table[row + byte_class[b]] >= 0:
+            n += subtree_end[j] - j
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _estimates(table, byte_class, row, ref, root_child, subtree_end, root_fanout,
+               root_grand):  # pragma: no cover - compiled
+    """``(live, differ)``, two bytes into the trie: ``live`` the nodes below the nodes live from
+    ``row`` (whole subtrees of the root's narrow children; below the grandchildren of its wide
+    ones, those with a ``root_grand`` index), a bound on what a walk from ``row`` visits;
+    ``differ`` (with ``ref >= 0``) the nodes below those where the states reached from ``row``
+    and from ``ref`` differ, a bound on what :func:`_pair_walk` visits (less the root's children
+    and grandchildren)."""
+    live = 0
+    differ = 0
+    for b in range(256):
+        j = root_child[b]
+        if j < 0:
+            continue
+        c = byte_class[b]
+        s = table[row + c]
+        q = table[ref + c] if ref >= 0 else -1
+        if s < 0 and q < 0:
+            continue
+        size = subtree_end[j] - j
+        if root_fanout[b] == 0 or s < 0 or (q < 0 and ref >= 0):
+            if s >= 0:
+                live += size
+            if ref >= 0 and s != q:
+                differ += size
+            continue
+        lo = b * 256
+        for c2 in range(256):
+            g = root_grand[lo + c2]
+            if g < 0:
+                continue
+            s2 = table[s + byte_class[c2]]
+            q2 = table[q + byte_class[c2]] if ref >= 0 else -1
+            if s2 >= 0:
+                live += subtree_end[g] - g
+            if ref >= 0 and s2 != q2:
+                differ += subtree_end[g] - g
+    return live, differ
+
+
+@njit(cache=True, nogil=True)
+def _pair_walk(table, byte_class, row, ref, root_child, nodes, subtree_end, stack, ref_stack, mask,
+               budget):  # pragma: no cover - compiled
+    """Turn ``mask``, the walk's mask of the state at row offset ``ref`` (its spare word
+    included, before EOS and duplicate bits are settled), into that of ``row``: walk the trie
+    with both states side by side and skip every subtree where they reach the same state (or
+    both die), since its bits are already right; where only ``ref`` dies, set the bits below as
+    a plain walk does; where only ``row`` dies, clear the subtree's bits. Returns the nodes
+    visited, or -1 once they pass ``budget`` (``mask`` is then left half done)."""
+    spare = (mask.shape[0] - 1) * 32 + 1  # token -1 (none) + spare = the spare word's bit 0
+    one = np.uint64(1)
+    visited = 0
+    stack[0] = row
+    ref_stack[0] = ref
+    for b in range(256):
+        j = root_child[b]
+        if j < 0:
+            continue
+        i = np.uint64(j)
+        end = np.uint64(subtree_end[j])
+        while i < end:
+            visited += 1
+            if visited > budget:
+                return -1
+            r = nodes[i]
+            d = np.uint64((r >> 8) & 0xFFFF)
+            c = np.uint64(byte_class[np.uint64(r & 0xFF)])
+            p = stack[d - one]
+            s = table[np.uint64(p) + c] if p >= 0 else -1
+            p = ref_stack[d - one]
+            q = table[np.uint64(p) + c] if p >= 0 else -1
+            if s == q:  # the same state, or both dead: the same bits below as in the reference
+                i = np.uint64(subtree_end[i])
+                continue
+            if s < 0:  # dead from row only: no token of the subtree is allowed
+                e = np.uint64(subtree_end[i])
+                visited += int(e - i)
+                while i < e:
+                    t = (nodes[i] >> 24) - 1
+                    t = np.uint64(t + ((t >> 63) & spare))
+                    mask[t >> np.uint64(5)] &= ~(np.uint32(1) << np.uint32(t & np.uint64(31)))
+                    i += one
+                continue
+            t = (r >> 24) - 1
+            t = np.uint64(t + ((t >> 63) & spare))
+            mask[t >> np.uint64(5)] |= np.uint32(1) << np.uint32(t & np.uint64(31))
+            stack[d] = s
+            ref_stack[d] = q
+            i += one
+    return visited
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sync_dups(mask, dup_first, dup_other):  # pragma: no cover - compiled
+    """Give token ``dup_other[k]`` the bit of ``dup_first[k]`` (set or cleared)."""
+    for k in range(dup_first.shape[0]):
+        f = dup_first[k]
+        o = dup_other[k]
+        bit = np.uint32(1) << np.uint32(o & 31)
+        if (mask[f >> 5] >> np.uint32(f & 31)) & np.uint32(1):
+            mask[o >> 5] |= bit
+        else:
+            mask[o >> 5] &= ~bit
+
+
+@njit(types.int64(_i32_1d_ro, _i32_1d_ro, types.int64, types.int64, _i32_1d_ro, _i64_1d_ro, _i32_1d_ro, _i32_1d_ro,
+                  _i32_1d_ro, types.int64, _i32_1d_ro, _i32_1d_ro, _i32_1d_ro, types.boolean, _u32_1d_ro, _i32_1d,
+                  _i32_1d, types.Array(types.int64, 1, "C"), types.Array(types.uint32, 2, "C"), types.int64,
+                  types.int64),
       cache=True, nogil=True)  # loaded at import
 def state_mask(table, byte_class, n_classes, row, root_child, nodes, subtree_end, dup_first, dup_other, max_depth,
-               root_fanout, root_grand, live, accepting, eos, out):  # pragma: no cover - compiled
+               root_fanout, root_grand, live, accepting, eos, out, ref_rows, ref_reach, ref_masks, slot,
+               min_nodes):  # pragma: no cover - compiled
     """The mask of the one state at row offset ``row`` into ``out`` (int32, the mask's words and
     the walk's spare one), with the bits of ``eos`` set when ``accepting``: a regex's later mask
-    requests, in one call that takes the fewest arguments to convert (see :func:`_fill_masks_dfa`)."""
-    rows = np.empty(1, np.int32)
-    rows[0] = row
+    requests, in one call that takes the fewest arguments to convert (see :func:`_fill_masks_dfa`).
+
+    A state whose walk may visit ``min_nodes`` nodes or more, two bytes in (see
+    :func:`_estimates`; a free-text span lets most of the vocabulary on), is *heavy*. With
+    ``slot >= 0``, the masks of recent heavy states, before their EOS bits, are kept in
+    ``ref_masks`` (their row offsets in ``ref_rows``, -1: empty; their estimates in
+    ``ref_reach``): a heavy state is derived from one of them by :func:`_pair_walk` when the two
+    states are alike (they differ below at most a quarter of its nodes, two bytes in), and its own
+    mask is stored at ``slot``. Returns 0 (a plain walk), 1 (a heavy state, walked and stored) or 2
+    (derived from a kept mask, and stored)."""
     words = out.shape[0] - 1
-    _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other,
-                    np.empty(max_depth + 1, np.int32), out.view(np.uint32).reshape((1, words + 1)), 1 << 62,
-                    root_fanout, root_grand, live, n_classes)
+    mask = out.view(np.uint32)
+    how = 0
+    reach = 0
+    if slot >= 0 and _plain_estimate(table, byte_class, row, root_child, subtree_end) >= min_nodes:
+        reach = _estimates(table, byte_class, row, -1, root_child, subtree_end, root_fanout, root_grand)[0]
+        if reach >= min_nodes:
+            how = 1
+            stack = np.empty(max_depth + 1, np.int32)
+            ref_stack = np.empty(max_depth + 1, np.int32)
+            for k in range(ref_rows.shape[0]):
+                ref = ref_rows[k]
+                # the nodes live from one state only are among those where the two differ
+                if ref < 0 or abs(reach - ref_reach[k]) * 4 > reach:
+                    continue
+                differ = _estimates(table, byte_class, row, ref, root_child, subtree_end, root_fanout, root_grand)[1]
+                if differ * 4 > reach:
+                    continue
+                mask[:] = ref_masks[k]
+                # the bound plus the root's children and grandchildren: the walk fails only if the
+                # estimate was wrong, and then costs little more than a quarter of a plain walk
+                if _pair_walk(table, byte_class, row, ref, root_child, nodes, subtree_end, stack, ref_stack, mask,
+                              differ + 65_536 + 256) >= 0:
+                    _sync_dups(mask, dup_first, dup_other)
+                    how = 2
+                    break
+    if how < 2:
+        rows = np.empty(1, np.int32)
+        rows[0] = row
+        _fill_masks_dfa(table, byte_class, rows, root_child, nodes, subtree_end, dup_first, dup_other,
+                        np.empty(max_depth + 1, np.int32), mask.reshape((1, words + 1)), 1 << 62,
+                        root_fanout, root_grand, live, n_classes)
+    if how > 0:
+        ref_masks[slot] = mask
+        ref_rows[slot] = row
+        ref_reach[slot] = reach
     if accepting:
         for w in range(words):
             if eos[w]:
                 out[w] |= np.int32(eos[w])
+    return how
 
 
 @njit(
