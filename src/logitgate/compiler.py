@@ -295,7 +295,8 @@ class CompiledGrammar:
     def index_nbytes(self) -> int:
         """Memory held by the masks computed so far and the DFA tables (the shared trie excluded)."""
         masks = sum(m.nbytes for m in list(self._masks.values()) if m.base is not self._batch.base)
-        return masks + self._batch.nbytes + self._table.nbytes
+        alike = self._alike
+        return masks + self._batch.nbytes + self._table.nbytes + (0 if alike is None else alike[2].nbytes)
 
     def __repr__(self) -> str:
         what = f"={self.grammar.source!r}" if self.grammar.kind == "regex" else " compiled as one DFA"
