@@ -782,7 +782,10 @@ def _literal_class(code_point: int) -> CharClass:
     """The class of one character (shared instances)."""
     node = _literal_classes.get(code_point)
     if node is None:
-        node = CharClass(charsets.normalize(((code_point, code_point),)))
+        if 0 <= code_point < 0xD800 or 0xDFFF < code_point <= 0x10FFFF:  # already normalized
+            node = CharClass(((code_point, code_point),))
+        else:
+            node = CharClass(charsets.normalize(((code_point, code_point),)))
         if len(_literal_classes) < 65536:
             _literal_classes[code_point] = node
     return node
