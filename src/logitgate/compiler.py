@@ -236,24 +236,24 @@ class CompiledGrammar:
             args = self._walk_args = (trie.root_child, trie.nodes, trie.subtree_end, trie.dup_first, trie.dup_other,
                                       trie.max_depth, trie.root_fanout, trie.root_grand, self._live)
         out = np.empty(self.mask_words + 1, np.int32)  # + the walk's spare word
-        nodes = self.trie.nodes.shape[0]
-        if self._alike_lock.acquire(blocking=False):
-            try:
+        # the kept masks of heavy states, unless another thread holds them (then a plain walk)
+        held = self._alike_lock.acquire(blocking=False)
+        try:
+            if held:
                 if self._alike is None:
                     self._alike = (np.full(ALIKE_MASKS, -1, np.int32), np.zeros(ALIKE_MASKS, np.int64),
                                    np.empty((ALIKE_MASKS, out.shape[0]), np.uint32))
-                how = _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
-                                     self._accepting[state], self._eos_words, out, *self._alike, self._alike_next,
-                                     max(8192, nodes // 2))
-                if how:
-                    self._alike_next = (self._alike_next + 1) % ALIKE_MASKS
-                    self.n_alike_masks += how == 2
-            finally:
+                kept = (*self._alike, self._alike_next, max(8192, self.trie.nodes.shape[0] // 2))
+            else:
+                kept = (_NO_ALIKE_ROWS, _NO_ALIKE_REACH, _NO_ALIKE_MASKS, -1, 0)
+            how = _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
+                                 self._accepting[state], self._eos_words, out, *kept)
+            if how:  # a heavy state's mask was kept
+                self._alike_next = (self._alike_next + 1) % ALIKE_MASKS
+                self.n_alike_masks += how == 2
+        finally:
+            if held:
                 self._alike_lock.release()
-        else:  # another thread holds the kept masks: a plain walk
-            _TK.state_mask(self._table, self._byte_class, self._n_classes, state * self._n_classes, *args,
-                           self._accepting[state], self._eos_words, out, _NO_ALIKE_ROWS, _NO_ALIKE_REACH,
-                           _NO_ALIKE_MASKS, -1, nodes)
         mask = out[:-1]
         mask.flags.writeable = False
         return mask

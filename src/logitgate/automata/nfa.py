@@ -226,26 +226,19 @@ class _Glushkov:
             if template is not None:
                 return self._replicate(template)
             i0, g0 = len(self.position_class), len(self.groups)
-            words = self.words(node.items)
-            if words is not None:
-                n = len(self.position_class) - i0
-                if n >= _TEMPLATE_MIN_POSITIONS:
-                    self._templates[node] = (i0, n, g0, g0, [f.copy() for f in self.follow[i0:]],
-                                             tuple(words.first), tuple(words.last), False)
-                return words
-            first: list[int] = []
-            last: list[int] = []
-            nullable = False
-            for item in node.items:
-                f = self.build(item)
-                first += f.first
-                last += f.last
-                nullable = nullable or f.nullable
+            alt = self.words(node.items)  # a list of literal strings, at once
+            if alt is None:
+                alt = _Frag([], [], False)
+                for item in node.items:
+                    f = self.build(item)
+                    alt.first += f.first
+                    alt.last += f.last
+                    alt.nullable = alt.nullable or f.nullable
             n = len(self.position_class) - i0
             if n >= _TEMPLATE_MIN_POSITIONS:  # its follow lists now, before a parent adds to them
                 self._templates[node] = (i0, n, g0, len(self.groups), [f.copy() for f in self.follow[i0:]],
-                                         tuple(first), tuple(last), nullable)
-            return _Frag(first, last, nullable)
+                                         tuple(alt.first), tuple(alt.last), alt.nullable)
+            return alt
         if isinstance(node, Empty):
             return _Frag([], [], True)
         if isinstance(node, Repeat):

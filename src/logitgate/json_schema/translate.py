@@ -1206,9 +1206,7 @@ _NEGATABLE_STRUCTURE = {"type", "properties", "required", *_COUNT_NEGATION}
 
 def _count(v: Any) -> int | None:
     """A count keyword's value (a non-negative integer, ``2.0`` too), else None."""
-    if isinstance(v, bool) or not (isinstance(v, int) or isinstance(v, Decimal) and v == v.to_integral_value()):
-        return None
-    return int(v) if v >= 0 else None
+    return int(v) if _is_integral(v) and v >= 0 else None
 
 
 def _negated(sub: Sub, inner: dict) -> Sub:
