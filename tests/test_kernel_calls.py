@@ -155,3 +155,95 @@ def test_direct_calls_bind_a_typed_kernel_at_once():
     # call with a set of types costs numba hundreds of microseconds)
     assert calls.add is add.overloads[add.signatures[0]].entry_point
     assert calls.add(np.arange(3, dtype=np.int64) + 4, 1) == 5
+
+
+def _signed_add():
+    from numba import types as nt
+
+    from logitgate.kernels import njit
+
+    @njit(nt.int64(nt.Array(nt.int64, 1, "C"), nt.int64), nogil=True)
+    def add(a, b):
+        return a[0] + b
+
+    return add
+
+
+def test_a_signed_kernel_compiles_its_signature_on_first_use_and_only_it():
+    add = _signed_add()
+    assert not add.overloads  # nothing compiled at decoration (import)
+    x = np.arange(3, dtype=np.int64)
+    assert add(x + 7, 2) == 9
+    assert [tuple(map(str, s)) for s in add.signatures] == [("array(int64, 1d, C)", "int64")]
+    with pytest.raises(TypeError, match="No matching definition"):
+        add(x.astype(np.int32), 2)  # numba's eager signatures refuse it too
+    with pytest.raises(TypeError, match="No matching definition"):
+        add(x.reshape(1, 3), 2)
+    assert len(add.overloads) == 1  # and no second specialisation was compiled
+
+
+def test_a_signed_kernel_compiles_when_another_kernel_calls_it():
+    from numba import njit as plain
+
+    add = _signed_add()
+
+    @plain
+    def twice(a):
+        return add(a, 1) * 2
+
+    assert twice(np.arange(4, dtype=np.int64) + 3) == 8
+    assert len(add.overloads) == 1 and not add._can_compile
+
+
+def test_a_signed_kernel_s_first_calls_from_several_threads():
+    import threading
+
+    add = _signed_add()
+    results, errors = [], []
+
+    def call(k):
+        try:
+            results.append(add(np.full(2, k, dtype=np.int64), k))
+        except Exception as e:  # pragma: no cover - the failure this test looks for
+            errors.append(e)
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sorted(results) == [2 * k for k in range(8)]
+    assert len(add.overloads) == 1
+
+
+def test_direct_calls_bind_a_signed_kernel_after_its_first_call():
+    add = _signed_add()
+    calls = _calls_to(add)
+    if calls.add is add:  # LOGITGATE_KERNEL_DISPATCH=1 in this process: stays on the dispatcher
+        pytest.skip("dispatch-only mode")
+    assert calls.add(np.arange(3, dtype=np.int64) + 4, 1) == 5
+    assert calls.add is add.overloads[add.signatures[0]].entry_point
+
+
+IMPORT_ONLY = r'''
+import json, sys
+import logitgate
+from logitgate.kernels import _SignedKernel
+signed = loaded = 0
+for name, module in list(sys.modules.items()):
+    if name.startswith("logitgate.kernels."):
+        for value in vars(module).values():
+            if isinstance(value, _SignedKernel):
+                signed += 1
+                loaded += bool(value.overloads)
+print(json.dumps([signed, loaded]))
+'''
+
+
+def test_importing_logitgate_compiles_or_loads_no_kernel():
+    # each kernel costs 5-40 ms to load from numba's cache (the first ~200 ms), so the import
+    # leaves them all to their first use
+    proc = subprocess.run([sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    signed, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert signed >= 20 and loaded == 0

@@ -343,6 +343,10 @@ def _serve(args: argparse.Namespace) -> int:
         model = load_model(args.model, runtime=args.runtime, progress=say)
         # /v1/run (controllers) runs on a second instance of the model, one run at a time
         controller_model = None if args.no_controllers else load_model(args.model, runtime=args.runtime)
+    from .kernels import load_all
+
+    with progress("loading the compiled kernels"):
+        load_all()  # now, so that no first request pays a kernel's first load (5-40 ms each)
     engine = Engine(model, max_batch=args.max_batch)
     from .server.app import DEFAULT_LIMITS
 

@@ -7,6 +7,7 @@ else ``$LOGITGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/logitgate/numba`` (``~/.ca
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .._cachedir import cache_dir
@@ -18,6 +19,86 @@ import numba  # noqa: E402  (must follow the environment set-up above)
 
 if numba.config.CACHE_DIR != CACHE_DIR:  # numba was imported before us: point it at our directory
     numba.config.CACHE_DIR = CACHE_DIR
+
+from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
+
+
+class _SignedKernel(CPUDispatcher):
+    """A dispatcher whose declared signatures are compiled (or loaded from the on-disk cache)
+    on its first use, a call from Python or the compile of a kernel that calls it, rather than
+    when its module is imported; after that it accepts only those signatures, as numba's own
+    ``@njit(signature)`` does. Loading a kernel from the cache costs 5-40 ms, and the first
+    load ~200 ms of numba's set-up: paid at import, that made ``import logitgate`` ~0.9 s,
+    mostly for grammar and JSON Schema kernels that a regex never calls."""
+
+    _pending: tuple = ()
+
+    def _load_signatures(self) -> None:
+        with global_compiler_lock:
+            if not self._pending:
+                return
+            from numba.core import typeinfer
+
+            with typeinfer.register_dispatcher(self):
+                for sig in self._pending:
+                    self.compile(sig)
+            self.disable_compile()
+            self._pending = ()
+
+    def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+        # numba's C dispatcher calls this when no compiled signature matches the arguments,
+        # then calls what it returns with them
+        if self._pending:  # the first call from Python: load the signatures, then dispatch again
+            self._load_signatures()
+            return self
+        return super()._compile_for_args(*args, **kws)
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        if self._pending:  # another kernel's compile types a call to this one
+            self._load_signatures()
+        return super().get_call_template(args, kws)
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """``numba.njit``; given a signature (or a list of them), the kernel is compiled for exactly
+    those on its first use instead of at import (see :class:`_SignedKernel`), and calls with
+    other argument types raise ``TypeError`` as under numba's eager signatures."""
+    if not args or callable(args[0]):
+        return numba.njit(*args, **options)
+    sigs = args[0] if isinstance(args[0], list) else [args[0]]
+    cache = options.pop("cache", False)
+    targetoptions = dict(options, nopython=True)
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        disp = _SignedKernel(py_func=fn, locals={}, targetoptions=targetoptions)
+        if cache:
+            disp.enable_caching()
+        disp._pending = tuple(sigs)
+        return disp
+
+    return wrap
+
+
+KERNEL_MODULES = ("automata_kernels", "bitmask_kernels", "body_kernels", "earley_kernels", "recognizer_kernels",
+                  "trie_kernels")
+
+
+def load_all() -> int:
+    """Compile (or load from the on-disk cache) every kernel that declares its signatures, as
+    importing them used to: for a server's start-up or a benchmark's set-up, so that no first
+    request or timed compile pays a kernel's first load. Returns how many kernels it loaded."""
+    import importlib
+
+    n = 0
+    for name in KERNEL_MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        for value in list(vars(module).values()):
+            if isinstance(value, _SignedKernel) and value._pending:
+                value._load_signatures()
+                n += 1
+    return n
+
 
 def _reference_counting_can_be_off() -> bool:
     try:
@@ -73,8 +154,8 @@ class DirectCalls:
             dispatcher = getattr(module, name)
             if DISPATCH_ONLY:
                 target = dispatcher
-            else:  # a kernel with a signature is compiled at import: its entry point at once (a
-                # dispatcher's first call with a new set of types costs ~400 us of numba's Python)
+            else:  # an already compiled kernel: its entry point at once; else the first call
+                # goes through the dispatcher (which compiles or loads it) and swaps in the entry
                 target = _entry_point(dispatcher) or self._first_call(name, dispatcher)
             setattr(self, name, target)
 
@@ -94,4 +175,4 @@ def _entry_point(dispatcher: Any) -> Any:
     return getattr(next(iter(dispatcher.overloads.values())), "entry_point", None)
 
 
-__all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "walk_njit"]
+__all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "load_all", "njit", "walk_njit"]

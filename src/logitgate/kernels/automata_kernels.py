@@ -5,9 +5,10 @@ per-pattern co-reachability, over a class transition table ``trans`` (int32 ``[n
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import njit
 
 _i32_1d = types.Array(types.int32, 1, "C")
 _i64_1d = types.Array(types.int64, 1, "C")

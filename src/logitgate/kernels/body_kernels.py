@@ -14,10 +14,10 @@ run the same states of ``sel``'s terminals' own DFAs (``comp_*``, see ``LexerTab
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
-from . import walk_njit
+from . import njit, walk_njit
 
 # UTF-8 forms of valid scalars: lead bytes lo..hi, how many continuation bytes, and their ranges
 UTF8_FORMS = np.array([

@@ -9,10 +9,10 @@ exactly at ``i`` are ``node_tokens[tok_off[i]:tok_off[i + 1]]``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
-from . import walk_njit
+from . import njit, walk_njit
 
 _i32_1d = types.Array(types.int32, 1, "C")
 _i32_1d_ro = types.Array(types.int32, 1, "C", readonly=True)
