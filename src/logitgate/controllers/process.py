@@ -601,6 +601,9 @@ class ProcessControllers:
                  memory_limit: int | None = None) -> None:
         if not hasattr(os, "fork"):
             raise OSError("ProcessControllers needs os.fork (POSIX)")
+        from ..kernels import load_all
+
+        load_all()  # loaded here, so every forked worker inherits them instead of loading its own
         self.factory = factory
         self.limits = limits if limits is not None else Limits()
         self.memory_limit = memory_limit

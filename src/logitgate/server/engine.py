@@ -316,7 +316,11 @@ class Engine:
 
     # -- public ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the scheduler thread."""
+        """Start the scheduler thread (after loading every compiled kernel, so that no first
+        request pays a kernel's first load)."""
+        from ..kernels import load_all
+
+        load_all()
         with self._cond:
             if self._closed or self._closing:
                 raise EngineError("the engine is closed")
