@@ -197,22 +197,18 @@ def test_a_signed_kernel_compiles_when_another_kernel_calls_it():
 
 def test_a_signed_kernel_s_first_calls_from_several_threads():
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     add = _signed_add()
-    results, errors = [], []
+    together = threading.Barrier(8)  # all eight make the first call at once
 
     def call(k):
-        try:
-            results.append(add(np.full(2, k, dtype=np.int64), k))
-        except Exception as e:  # pragma: no cover - the failure this test looks for
-            errors.append(e)
+        together.wait(timeout=60)
+        return add(np.full(2, k, dtype=np.int64), k)
 
-    threads = [threading.Thread(target=call, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and sorted(results) == [2 * k for k in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, range(8)))  # re-raises any thread's error
+    assert results == [2 * k for k in range(8)]
     assert len(add.overloads) == 1
 
 
