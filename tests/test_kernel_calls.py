@@ -1,6 +1,6 @@
 """Kernels called without numba's type dispatch (``kernels.DirectCalls``) always get one set of
 argument types: a step's workload (regex, grammars, JSON Schema, on a real tokenizer) run with
-``LOGITGATE_KERNEL_DISPATCH=1`` leaves each such kernel's specialisations with one memory layout
+``LOGITGATE_KERNEL_DISPATCH=1`` calls each such kernel from Python with one memory layout
 (dtypes, dimensions and layouts; read-only and writable arrays unbox alike).
 
 A call site that passed another dtype, dimension or layout would make the dispatcher compile a
@@ -16,6 +16,7 @@ import types
 import numpy as np
 import pytest
 
+from logitgate.errors import LimitError
 from logitgate.kernels import DirectCalls
 
 from .conftest import mistral_file
@@ -29,7 +30,29 @@ from logitgate.automata import dfa
 from logitgate.grammar import engine
 from logitgate.kernels import DISPATCH_ONLY
 
+from numba import typeof
+from numba.core import types
+
+
+def layout(t):
+    """An argument type as the entry point sees it: a read-only array unboxes like a writable one."""
+    if isinstance(t, types.Array):
+        return f"{t.dtype}[{t.ndim}d {t.layout}]"
+    if isinstance(t, types.BaseTuple):
+        return "(" + ", ".join(layout(x) for x in t.types) + ")"
+    return str(t)
+
+
 assert DISPATCH_ONLY
+# the argument types of every call from Python (a kernel's compile may add specialisations of
+# the kernels it calls, with their own types: those calls never go through DirectCalls)
+seen = {}
+for holder in (compiler._TK, dfa._AK, engine._EK, engine._BK):
+    for name, fn in list(vars(holder).items()):
+        def record(*args, _fn=fn, _name=name):
+            seen.setdefault(_name, set()).add(tuple(layout(typeof(a)) for a in args))
+            return _fn(*args)
+        setattr(holder, name, record)
 tok = lg.Tokenizer.from_mistral(sys.argv[1])
 vocab = [tok.token_bytes(t) for t in range(tok.vocab_size)]
 by_first = {}
@@ -79,23 +102,7 @@ for ws in ("compact", "pretty"):
           json.dumps(doc, ensure_ascii=False, separators=(",", ":")) if ws == "compact"
           else json.dumps(doc, ensure_ascii=False, indent=2))
 drive(lg.Grammar.json(), '{"a":[1,2.5,true,null,"s"],"b":{}}')
-from numba.core import types
-
-
-def layout(t):
-    """An argument type as the entry point sees it: a read-only array unboxes like a writable one."""
-    if isinstance(t, types.Array):
-        return f"{t.dtype}[{t.ndim}d {t.layout}]"
-    if isinstance(t, types.BaseTuple):
-        return "(" + ", ".join(layout(x) for x in t.types) + ")"
-    return str(t)
-
-
-counts = {}
-for holder in (compiler._TK, dfa._AK, engine._EK, engine._BK):
-    for name, fn in vars(holder).items():
-        counts[name] = len({tuple(layout(t) for t in sig) for sig in fn.signatures})
-print(json.dumps(counts))
+print(json.dumps({name: len(sigs) for name, sigs in seen.items()}))
 '''
 
 
@@ -107,7 +114,7 @@ def test_direct_call_kernels_get_one_set_of_argument_types():
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
     several = {name: n for name, n in counts.items() if n > 1}
-    assert not several, f"kernels specialised more than once (their call sites pass different types): {several}"
+    assert not several, f"kernels called with several sets of argument types from Python: {several}"
     used = {name for name, n in counts.items() if n == 1}
     # the workload reaches the kernels of every kind of step (a kernel it misses is not checked)
     assert {"dfa_walk", "first_batch_masks", "state_mask", "walk_tables", "regex_byte_dfa",
@@ -243,3 +250,31 @@ def test_importing_logitgate_compiles_or_loads_no_kernel():
     assert proc.returncode == 0, proc.stderr[-3000:]
     signed, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert signed >= 20 and loaded == 0
+
+
+def test_kernel_compiles_are_off_the_compile_clock():
+    import time
+
+    from logitgate.kernels import compile_cpu_seconds
+    from logitgate.kernels import njit as lg_njit
+    from logitgate.limits import _deadline, check_deadline, compile_deadline, using_limits
+
+    add = _signed_add()
+
+    @lg_njit(nogil=True)
+    def twice(a):  # an unsigned kernel whose compile also compiles the signed one
+        return add(a, 1) * 2
+
+    x = np.arange(3, dtype=np.int64)
+    with using_limits(max_compile_seconds=0.05), compile_deadline():
+        end0 = _deadline.get()
+        cpu0, t0 = compile_cpu_seconds(), time.monotonic()
+        assert twice(x) == 2 and add(x, 5) == 5  # compiles take far longer than 50 ms
+        elapsed = time.monotonic() - t0
+        check_deadline("after the kernels")  # no LimitError: the clock stood still
+        moved = _deadline.get() - end0
+        assert elapsed - 0.05 < moved <= elapsed  # moved once, by the nested compiles' time
+        assert compile_cpu_seconds() > cpu0
+        time.sleep(0.06)  # ...while ordinary time still counts
+        with pytest.raises(LimitError, match="max_compile_seconds"):
+            check_deadline("after sleeping")

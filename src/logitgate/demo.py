@@ -233,6 +233,10 @@ def model_demo(args: argparse.Namespace) -> int:
 
     with progress("loading the model") as say:
         model = load_model(args.model, runtime=args.runtime, progress=say)
+    from .kernels import load_all
+
+    with progress("loading the compiled kernels"):
+        load_all()  # as a server does at start-up: the masks timed below do not pay first loads
     print(f"model: {model.name} ({type(model).__name__}), vocabulary {model.tokenizer.n_tokens} tokens")
     ok = True
     for title, prompt, grammar, check in demo_tasks():

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .errors import LimitError
 
-__all__ = ["Limits", "get_limits", "set_limits", "using_limits", "compile_deadline", "check_deadline",
+__all__ = ["Limits", "get_limits", "set_limits", "using_limits", "compile_deadline", "check_deadline", "extend_deadline",
            "check_source_size", "deep_recursion"]
 
 
@@ -164,6 +164,15 @@ class compile_deadline:  # noqa: N801 - used as a function: ``with compile_deadl
     def __exit__(self, *exc: object) -> None:
         if self._token is not None:
             _deadline.reset(self._token)
+
+
+def extend_deadline(seconds: float) -> None:
+    """Move the current compile deadline (none outside :func:`compile_deadline`) ``seconds``
+    later, for time that is not the constraint's: numba compiling or loading a kernel on its
+    first use (tens of seconds once after an install, see ``logitgate.kernels``)."""
+    end = _deadline.get()
+    if end is not None and seconds > 0:
+        _deadline.set(end + seconds)
 
 
 def check_deadline(where: str = "") -> None:

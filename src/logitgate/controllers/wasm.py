@@ -95,7 +95,7 @@ import numpy as np
 from ..compiler import compile as compile_grammar
 from ..errors import LogitgateError
 from ..grammar import Grammar
-from ..kernels import trie_kernels
+from ..kernels import compile_cpu_seconds, trie_kernels
 from ..matcher import Matcher
 from .protocol import (
     Continue,
@@ -766,15 +766,17 @@ class WasmController(Controller):
         the bytes it copies), so a module cannot stretch a call by making the host work for it.
         The calling thread's CPU time, not the wall clock: a thread the OS set aside for a while
         did no work (on a busy machine a 0.3 ms call measured 10-20 ms of wall time, which
-        exhausted a 10 ms budget)."""
+        exhausted a 10 ms budget). Not the time numba spent compiling or loading a kernel on its
+        first use (``kernels.compile_cpu_seconds``): that is the host's set-up, not the call's work."""
         fn = getattr(self, "_h_" + name)
         flat = self.limits.fuel_per_host_call
         rate = self.limits.fuel_per_host_second
 
         def call(caller: Any, *args: int) -> Any:
-            t = time.thread_time()
+            t, k = time.thread_time(), compile_cpu_seconds()
             out = fn(caller, *args)
-            self._charge(caller, flat + int((time.thread_time() - t) * rate))
+            worked = (time.thread_time() - t) - (compile_cpu_seconds() - k)
+            self._charge(caller, flat + int(max(worked, 0.0) * rate))
             return out
 
         return call

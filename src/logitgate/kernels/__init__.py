@@ -20,11 +20,56 @@ import numba  # noqa: E402  (must follow the environment set-up above)
 if numba.config.CACHE_DIR != CACHE_DIR:  # numba was imported before us: point it at our directory
     numba.config.CACHE_DIR = CACHE_DIR
 
+import threading  # noqa: E402
+import time  # noqa: E402
+
 from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
 from numba.core.registry import CPUDispatcher  # noqa: E402
 
+from ..limits import extend_deadline  # noqa: E402
 
-class _SignedKernel(CPUDispatcher):
+_compiling = threading.local()
+
+
+def compile_cpu_seconds() -> float:
+    """CPU seconds this thread has spent compiling kernels or loading them from the cache (on
+    their first use). A Wasm controller's fuel does not pay for them (``controllers.wasm``)."""
+    return getattr(_compiling, "cpu", 0.0)
+
+
+class _OffTheClock:
+    """Time spent compiling or loading a kernel is not the constraint's: the compile deadline
+    (``Limits.max_compile_seconds``) moves by it, and it is counted in
+    :func:`compile_cpu_seconds`. After an install the first compile of a kernel takes seconds (of
+    a regex's pipeline, tens of seconds), once; it must not make the first constraint fail."""
+
+    __slots__ = ("_t0", "_c0", "_outer")
+
+    def __enter__(self) -> None:
+        depth = getattr(_compiling, "depth", 0)
+        _compiling.depth = depth + 1
+        self._outer = depth == 0  # a kernel compiled inside another's compile is timed once
+        if self._outer:
+            self._t0, self._c0 = time.monotonic(), time.thread_time()
+
+    def __exit__(self, *exc: object) -> None:
+        _compiling.depth -= 1
+        if self._outer:
+            extend_deadline(time.monotonic() - self._t0)
+            _compiling.cpu = compile_cpu_seconds() + (time.thread_time() - self._c0)
+
+
+class _Kernel(CPUDispatcher):
+    """numba's CPU dispatcher, with its compiles and cache loads off the clock (:class:`_OffTheClock`)."""
+
+    def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+        # numba's C dispatcher calls this when no compiled signature matches the arguments,
+        # then calls what it returns with them
+        with _OffTheClock():
+            return super()._compile_for_args(*args, **kws)
+
+
+class _SignedKernel(_Kernel):
     """A dispatcher whose declared signatures are compiled (or loaded from the on-disk cache)
     on its first use, a call from Python or the compile of a kernel that calls it, rather than
     when its module is imported; after that it accepts only those signatures, as numba's own
@@ -35,7 +80,7 @@ class _SignedKernel(CPUDispatcher):
     _pending: tuple = ()
 
     def _load_signatures(self) -> None:
-        with global_compiler_lock:
+        with global_compiler_lock, _OffTheClock():
             if not self._pending:
                 return
             from numba.core import typeinfer
@@ -47,8 +92,6 @@ class _SignedKernel(CPUDispatcher):
             self._pending = ()
 
     def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
-        # numba's C dispatcher calls this when no compiled signature matches the arguments,
-        # then calls what it returns with them
         if self._pending:  # the first call from Python: load the signatures, then dispatch again
             self._load_signatures()
             return self
@@ -61,23 +104,26 @@ class _SignedKernel(CPUDispatcher):
 
 
 def njit(*args: Any, **options: Any) -> Any:
-    """``numba.njit``; given a signature (or a list of them), the kernel is compiled for exactly
-    those on its first use instead of at import (see :class:`_SignedKernel`), and calls with
-    other argument types raise ``TypeError`` as under numba's eager signatures."""
-    if not args or callable(args[0]):
-        return numba.njit(*args, **options)
-    sigs = args[0] if isinstance(args[0], list) else [args[0]]
+    """``numba.njit`` for logitgate's kernels: compiles and cache loads are off the compile
+    clock (:class:`_OffTheClock`); given a signature (or a list of them), the kernel is compiled
+    for exactly those on its first use instead of at import (see :class:`_SignedKernel`), and
+    calls with other argument types raise ``TypeError`` as under numba's eager signatures."""
+    fn = args[0] if args and callable(args[0]) else None
+    sigs = None if fn is not None or not args else (args[0] if isinstance(args[0], list) else [args[0]])
     cache = options.pop("cache", False)
+    local_types = options.pop("locals", {})
     targetoptions = dict(options, nopython=True)
 
     def wrap(fn: Callable[..., Any]) -> Any:
-        disp = _SignedKernel(py_func=fn, locals={}, targetoptions=targetoptions)
+        cls = _Kernel if sigs is None else _SignedKernel
+        disp = cls(py_func=fn, locals=dict(local_types), targetoptions=targetoptions)
         if cache:
             disp.enable_caching()
-        disp._pending = tuple(sigs)
+        if sigs is not None:
+            disp._pending = tuple(sigs)
         return disp
 
-    return wrap
+    return wrap if fn is None else wrap(fn)
 
 
 KERNEL_MODULES = ("automata_kernels", "bitmask_kernels", "body_kernels", "earley_kernels", "recognizer_kernels",
@@ -126,8 +172,8 @@ def walk_njit(fn):
     needed; a kernel that allocates fails to compile under this decorator rather than leaking.
     """
     if NO_REFCOUNT:
-        return numba.njit(cache=True, nogil=True, _nrt=False)(fn)
-    return numba.njit(cache=True, nogil=True)(fn)
+        return njit(cache=True, nogil=True, _nrt=False)(fn)
+    return njit(cache=True, nogil=True)(fn)
 
 
 DISPATCH_ONLY: bool = os.environ.get("LOGITGATE_KERNEL_DISPATCH", "") not in ("", "0")
@@ -175,4 +221,5 @@ def _entry_point(dispatcher: Any) -> Any:
     return getattr(next(iter(dispatcher.overloads.values())), "entry_point", None)
 
 
-__all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "load_all", "njit", "walk_njit"]
+__all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "compile_cpu_seconds", "load_all", "njit",
+           "walk_njit"]

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import njit
 
 
 @njit(cache=True, nogil=True)

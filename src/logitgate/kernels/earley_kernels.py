@@ -32,10 +32,9 @@ push from the table, writing only what a walk reads of a row (see :func:`push_me
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
-from . import walk_njit
+from . import njit, walk_njit
 
 OK = 1
 REJECT = 0

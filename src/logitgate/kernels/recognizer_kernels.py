@@ -19,9 +19,9 @@ import functools
 from typing import Any, Callable
 
 import numpy as np
-from numba import njit
 
 from . import CACHE_DIR as _CACHE_DIR  # noqa: F401  (sets numba's cache directory first)
+from . import njit
 from .trie_kernels import copy_dups
 
 __all__ = [
