@@ -46,7 +46,8 @@ class Limits:
     max_compile_seconds: float | None = 60.0
     """Cooperative deadline for one constraint, from the first front-end step to the finished tables
     (60 s): checked in the long compile loops (NFA building, lexer and parser tables, schema
-    translation, grammar lowering), never on the per-token path."""
+    translation, grammar lowering), never on the per-token path. Time numba spends compiling or
+    loading a kernel on its first use does not count."""
 
     max_dfa_states: int = 100_000
     """Largest regex DFA (character subsets and byte states) (100k): about 1 KiB of transition
