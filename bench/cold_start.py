@@ -2,7 +2,8 @@
 
     python bench/cold_start.py [--tokenizer spm32k|tekken131k] [--warm-runs 3] [--cold-runs 1]
 
-(a) cold: NUMBA_CACHE_DIR points at a new, empty folder, so every numba kernel is compiled;
+(a) cold: NUMBA_CACHE_DIR points at a new, empty folder, so every numba kernel the run calls is compiled
+    (kernels compile on first use, not at import);
 (b) warm: the same again with that folder now filled by (a) (median of --warm-runs).
 
 Each run reports: import numpy+numba, import logitgate (the rest of its import), tokenizer
