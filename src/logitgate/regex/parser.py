@@ -94,7 +94,7 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _WHITESPACE = frozenset(" \t\n\r\v\f")
 _LITERAL_RUN = re.compile(r"[^.\\\[{()*+?^$|]+")
-_WORD_LIST = re.compile(r"(?:[^.\\\[{()*+?^$|]+\|)+[^.\\\[{()*+?^$|]+(?=\)|\Z)")
+_WORD_LIST = re.compile(rf"(?:{_LITERAL_RUN.pattern}\|)+{_LITERAL_RUN.pattern}(?=\)|\Z)")
 """Alternatives that are all plain strings, up to the ``)`` or the end (``of|or|the|...``)."""
 
 _SIMPLE_ESCAPES = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92}
@@ -782,7 +782,8 @@ def _literal_class(code_point: int) -> CharClass:
     """The class of one character (shared instances)."""
     node = _literal_classes.get(code_point)
     if node is None:
-        if 0 <= code_point < 0xD800 or 0xDFFF < code_point <= 0x10FFFF:  # already normalized
+        if 0 <= code_point < charsets.SURROGATE_LO or charsets.SURROGATE_HI < code_point <= charsets.MAX_CODE_POINT:
+            # already normalized
             node = CharClass(((code_point, code_point),))
         else:
             node = CharClass(charsets.normalize(((code_point, code_point),)))
