@@ -278,3 +278,53 @@ def test_kernel_compiles_are_off_the_compile_clock():
         time.sleep(0.06)  # ...while ordinary time still counts
         with pytest.raises(LimitError, match="max_compile_seconds"):
             check_deadline("after sleeping")
+
+
+def test_direct_calls_bind_the_specialisation_for_the_first_call_s_types():
+    from numba import njit
+
+    @njit
+    def add(a, b):
+        return a[0] + b
+
+    add(np.zeros(2, dtype=np.float64), 1)  # another specialisation first (a test's, or from the cache)
+    calls = _calls_to(add)
+    x = np.arange(3, dtype=np.int64)
+    assert calls.add(x + 2, 1) == 3
+    if calls.add is add:  # LOGITGATE_KERNEL_DISPATCH=1 in this process: stays on the dispatcher
+        pytest.skip("dispatch-only mode")
+    assert len(add.overloads) == 2
+    sig = (add.typeof_pyval(x), add.typeof_pyval(1))
+    assert calls.add is add.overloads[sig].entry_point
+    assert calls.add(x + 5, 1) == 6
+
+
+FIRST_RUN = r'''
+import logitgate as lg
+tok = lg.Tokenizer.from_bytes([bytes([b]) for b in range(32, 127)] + [b'{"', b'":', b"</s>"], eos_token_id=97,
+                              special_ids=[97])
+m = lg.Matcher(lg.compile(lg.Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string"}}}),
+                          tok, cache=False))
+assert m.accept_string('{"a":"x') and m.accept_string('y"}')
+'''
+
+LATER_RUN = r'''
+import json
+from logitgate import kernels
+from logitgate.kernels import earley_kernels as ek
+before = len(ek.advance_bytes.overloads)
+kernels.load_all()
+print(json.dumps([before, len(ek.advance_bytes.overloads), len(kernels._cached_signatures(ek.advance_bytes))]))
+'''
+
+
+def test_load_all_loads_the_cached_specialisations_of_kernels_compiled_on_first_use():
+    # a kernel without a signature is compiled on its first use for that call's types and
+    # cached (here, in the tests' usual cache: compiled unless an earlier run left it there); a
+    # later process's load_all() loads it from the cache before any call
+    first = subprocess.run([sys.executable, "-c", FIRST_RUN], capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    later = subprocess.run([sys.executable, "-c", LATER_RUN], capture_output=True, text=True, timeout=900)
+    assert later.returncode == 0, later.stderr[-3000:]
+    before, after, cached = json.loads(later.stdout.strip().splitlines()[-1])
+    assert before == 0 and cached >= 1 and after == cached

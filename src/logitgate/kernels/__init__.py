@@ -132,18 +132,48 @@ KERNEL_MODULES = ("automata_kernels", "bitmask_kernels", "body_kernels", "earley
 
 def load_all() -> int:
     """Compile (or load from the on-disk cache) every kernel that declares its signatures, as
-    importing them used to: for a server's start-up or a benchmark's set-up, so that no first
-    request or timed compile pays a kernel's first load. Returns how many kernels it loaded."""
+    importing them used to, and load from the cache every specialisation of the other kernels
+    (compiled on first use for the types they were called with) that an earlier run on this
+    machine left there: for a server's start-up or a benchmark's set-up, so that no first
+    request or timed step pays a kernel's first load. Returns how many kernels it loaded."""
     import importlib
 
     n = 0
     for name in KERNEL_MODULES:
         module = importlib.import_module(f"{__name__}.{name}")
         for value in list(vars(module).values()):
-            if isinstance(value, _SignedKernel) and value._pending:
-                value._load_signatures()
-                n += 1
+            if isinstance(value, _SignedKernel):
+                if value._pending:
+                    value._load_signatures()
+                    n += 1
+            elif isinstance(value, _Kernel):
+                n += _load_cached(value)
     return n
+
+
+def _cached_signatures(kernel: _Kernel) -> list:
+    """The argument types ``kernel``'s on-disk cache holds code for, compiled on this machine
+    (numba's cache index; empty when the kernel is not cached or numba's layout is unknown)."""
+    try:
+        index = kernel._cache._cache_file._load_index()
+        magic = kernel.targetctx.codegen().magic_tuple()
+    except Exception:  # no cache (NullCache), or internals of another numba version
+        return []
+    return [key[0] for key in index if isinstance(key, tuple) and len(key) >= 2 and key[1] == magic]
+
+
+def _load_cached(kernel: _Kernel) -> int:
+    """Load ``kernel``'s cached specialisations that are not loaded yet (1 if any was)."""
+    sigs = [sig for sig in _cached_signatures(kernel) if sig not in kernel.overloads]
+    if not sigs:
+        return 0
+    with global_compiler_lock, _OffTheClock():
+        for sig in sigs:
+            try:
+                kernel.compile(sig)  # found in the cache: loaded, not compiled
+            except Exception:  # a stale entry numba cannot type any more: left to first use
+                pass
+    return 1
 
 
 def _reference_counting_can_be_off() -> bool:
@@ -188,8 +218,9 @@ class DirectCalls:
     code unboxes them (~40 ns per array); a grammar step hands its kernels ~40 arrays, a token's
     advance ~50. ``DirectCalls(module, names)`` has one attribute per name: the compiled code's
     entry point, which unboxes the arguments and checks their item sizes but not their dtypes,
-    dimensions or layout; for a kernel without a signature (compiled on first use), a first call
-    through its dispatcher, after which the attribute becomes the entry point. Only for kernels
+    dimensions or layout. The first call goes through the dispatcher (which compiles or loads the
+    kernel); the attribute then becomes the entry point of the specialisation for exactly that
+    call's argument types (the dispatcher itself if there is none). Only for kernels
     whose call sites always pass the same dtypes, dimensions and layouts
     (``tests/test_kernel_calls.py`` runs the steps under :data:`DISPATCH_ONLY` and checks this);
     a kernel compiled for several stays on its dispatcher.
@@ -200,25 +231,37 @@ class DirectCalls:
             dispatcher = getattr(module, name)
             if DISPATCH_ONLY:
                 target = dispatcher
-            else:  # an already compiled kernel: its entry point at once; else the first call
-                # goes through the dispatcher (which compiles or loads it) and swaps in the entry
-                target = _entry_point(dispatcher) or self._first_call(name, dispatcher)
+            elif not getattr(dispatcher, "_can_compile", True) and len(dispatcher.overloads) == 1:
+                # compiled for its one declared signature: its entry point at once (a
+                # dispatcher's first call with a set of types costs hundreds of microseconds)
+                target = next(iter(dispatcher.overloads.values())).entry_point
+            else:  # the first call goes through the dispatcher (which compiles or loads the
+                # kernel), then the attribute becomes the entry point for that call's types
+                target = self._first_call(name, dispatcher)
             setattr(self, name, target)
 
     def _first_call(self, name: str, dispatcher: Any) -> Any:
         def first_call(*args: Any) -> Any:
             result = dispatcher(*args)
-            setattr(self, name, _entry_point(dispatcher) or dispatcher)
+            setattr(self, name, _entry_point(dispatcher, args) or dispatcher)
             return result
 
         return first_call
 
 
-def _entry_point(dispatcher: Any) -> Any:
-    """The compiled entry point of a dispatcher with exactly one specialisation, else None."""
-    if len(dispatcher.overloads) != 1:
-        return None
-    return getattr(next(iter(dispatcher.overloads.values())), "entry_point", None)
+def _entry_point(dispatcher: Any, args: tuple) -> Any:
+    """The compiled entry point of ``dispatcher``'s specialisation for exactly the types of
+    ``args`` (a kernel may hold others: loaded from the cache by :func:`load_all`, or compiled
+    for a test), or of its only one (a signed kernel takes arrays its signature declares
+    read-only, say), else None."""
+    overloads = dispatcher.overloads
+    try:
+        found = overloads.get(tuple(dispatcher.typeof_pyval(a) for a in args))
+    except Exception:
+        found = None
+    if found is None and len(overloads) == 1:
+        found = next(iter(overloads.values()))
+    return getattr(found, "entry_point", None)
 
 
 __all__ = ["CACHE_DIR", "DISPATCH_ONLY", "NO_REFCOUNT", "DirectCalls", "compile_cpu_seconds", "load_all", "njit",
