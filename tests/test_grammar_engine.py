@@ -1540,3 +1540,38 @@ def test_walk_kernels_run_without_reference_counting() -> None:
 
     with pytest.raises(numba.core.errors.TypingError):
         allocates(3)
+
+
+def test_memo_table_size_follows_the_grammar():
+    from logitgate.kernels import earley_kernels as ek
+
+    assert ek.memo_slots(1) == 256 and ek.memo_slots(17) == 512 and ek.memo_slots(10**6) == ek.MEMO_SLOTS
+    sizes = [ek.memo_slots(n) for n in range(1, 2000, 7)]
+    assert sizes == sorted(sizes) and all(s & (s - 1) == 0 for s in sizes)
+
+
+def test_masks_do_not_depend_on_the_memo_table_size(tok_spm, monkeypatch):
+    # the boundary walk's row table starts again when half full: a tiny one restarts at every
+    # other push, and every mask must still be the same
+    from logitgate.kernels import earley_kernels as ek
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {
+        "enum": ["a", "b", "cd"]}}, "n": {"type": "integer"}}, "required": ["name"]}
+    doc = '{"name":"x y","tags":["a","cd","b"],"n":12}'
+
+    def masks(slots):
+        monkeypatch.setattr(ek, "memo_slots", lambda n_rules: slots)
+        compiled = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm, cache=False)
+        m = lg.Matcher(compiled)
+        bm = lg.allocate_token_bitmask(1, tok_spm.vocab_size)
+        out = []
+        for ch in doc:
+            m.fill_next_token_bitmask(bm, 0)
+            out.append(bm[0].copy())
+            assert m.accept_string(ch)
+        memo = compiled.engine._tls.memo
+        assert memo[2].shape[0] == slots and memo[7][4] > 0  # the table of that size answered pushes
+        return out
+
+    small, usual = masks(4), masks(ek.MEMO_SLOTS)
+    assert len(small) == len(doc) and all(np.array_equal(a, b) for a, b in zip(small, usual))

@@ -456,7 +456,8 @@ class CFGEngine:
         rows = ch.n_rows
         memo = getattr(self._tls, "memo", None)
         if memo is None:  # sized for the vocabulary's trie: the others (string_body.rest) are subsets of it
-            memo = self._tls.memo = ek.new_memo(self.tables.n_words, self.trie.max_depth, self.lexer.n_states)
+            memo = self._tls.memo = ek.new_memo(self.tables.n_words, self.trie.max_depth, self.lexer.n_states,
+                                                 ek.memo_slots(len(self.cfg.rules)))
         while True:
             r = int(_EK.group_walk(trie.nodes, trie.subtree_end, trie.max_depth, *groups, self.L, self.G, ch.args(),
                                    memo, out))

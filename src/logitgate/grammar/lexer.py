@@ -176,12 +176,13 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
             raise
         raise GrammarLimitError(f"the grammar's terminals need too large a lexer (more than {cap} states)",
                                 limit=limit, value=cap) from None
-    never = [t.name for k, t in enumerate(terms) if not reach[start, k]]
-    if never:
+    if not reach[start].all():
+        never = [terms[k].name for k in np.flatnonzero(~reach[start]).tolist()]
         raise GrammarError(f"terminals that match no string: {', '.join(never)}")
-    only_empty = [t.name for k, t in enumerate(terms)
-                  if acc[start, k] and not (reach[trans[start][trans[start] >= 0]][:, k].any())]
-    if only_empty:
+    live = trans[start][trans[start] >= 0]  # the states one byte in
+    later = reach[live].any(axis=0) if live.size else np.zeros(n_t, dtype=bool)
+    if (acc[start] & ~later).any():
+        only_empty = [terms[k].name for k in np.flatnonzero(acc[start] & ~later).tolist()]
         raise GrammarError(f"terminals that match only the empty string: {', '.join(only_empty)}")
     # A fresh start state that nothing leads back to: "at the start state" must mean "no byte of
     # a lexeme read yet", but the minimal DFA's start can be re-entered (`/ *[a-z]+/` loops on
@@ -189,11 +190,7 @@ def build_lexer(cfg: CFG, max_states: int = 0, limit: str = "max_lexer_states") 
     n = trans.shape[0]
     trans = np.vstack([trans, trans[start:start + 1]])
     acc = np.vstack([acc, np.zeros((1, n_t), dtype=bool)])
-    new_reach = np.zeros((1, n_t), dtype=bool)
-    live = trans[start][trans[start] >= 0]
-    if live.size:
-        new_reach[0] = reach[live].any(axis=0)
-    reach = np.vstack([reach, new_reach])
+    reach = np.vstack([reach, later[None, :]])  # the fresh start reaches what one byte in does
     comp = {}
     if components is not None:  # the fresh start runs what the old one does
         off, term, part = components

@@ -219,20 +219,34 @@ def _lazy_stop(acc_bits, lazy_bits, s, exp, ign):  # pragma: no cover - compiled
     return False
 
 
+def memo_slots(n_rules: int) -> int:
+    """Row-table size for a grammar of ``n_rules`` productions: 16 per production, as a power of
+    two from 256 to ``MEMO_SLOTS`` (a small grammar's parser has few states to remember, and a
+    smaller table is faster to set up)."""
+    slots = 256
+    while slots < MEMO_SLOTS and slots < 16 * n_rules:
+        slots *= 2
+    return slots
+
+
 def new_memo(n_words: int, max_depth: int, n_states: int = 1, slots: int = MEMO_SLOTS):
     """Scratch for :func:`push_memo` and the walks (one per thread and engine, reused by every
     walk). Its row table outlives a walk: it answers pushes by fingerprint, which names a parser
     state, not a chart. ``slots``: the row table's size, a power of two of at least 2 (it starts
-    again when half full; a caller that uses no memo, such as the byte steps, passes 2)."""
+    again when half full; a caller that uses no memo, such as the byte steps, passes 2; an engine
+    passes :func:`memo_slots` of its grammar)."""
     assert slots >= 2 and slots & (slots - 1) == 0, slots
+    # A slot is read only once its state is set, and a row's terminals only once written: those
+    # arrays start uninitialised (zeroing them touched every page of a new engine's memo, most
+    # of a small grammar's first mask)
     return (
-        np.zeros((slots, 2), np.uint64),  # key: fingerprint of the parent row
-        np.zeros((slots, n_words), np.uint64),  # key: the terminals scanned
+        np.empty((slots, 2), np.uint64),  # key: fingerprint of the parent row
+        np.empty((slots, n_words), np.uint64),  # key: the terminals scanned
         np.zeros(slots, np.uint8),  # 0 empty, 1 a row, 2 the push was refused
-        np.zeros((slots, n_words), np.uint64),  # the row: expected terminals
-        np.zeros(slots, np.uint8),  # the row: accepting
-        np.zeros((slots, 2), np.uint64),  # the row: fingerprint
-        np.zeros((max_depth + 3, n_words), np.uint64),  # terminals scanned for rows base.. (to build them)
+        np.empty((slots, n_words), np.uint64),  # the row: expected terminals
+        np.empty(slots, np.uint8),  # the row: accepting
+        np.empty((slots, 2), np.uint64),  # the row: fingerprint
+        np.empty((max_depth + 3, n_words), np.uint64),  # terminals scanned for rows base.. (to build them)
         np.zeros(8, np.int64),  # entries used, rows built (below: real), base row, hits, misses
         np.zeros((max_depth + 2, n_states), np.uint8),  # group_walk: viability per depth and lexer state
         np.zeros(max_depth + 2, np.int32),  # group_walk: lexer state per depth
