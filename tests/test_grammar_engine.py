@@ -1453,6 +1453,9 @@ START_WALK_TEXTS = {
     # goes on through the same states where only it is
     "lazy_where_expected": ("lark", 'start: ("(" (A | B) ")" | "[" B "]")+\nA: /a.*?b/\nB: /ab+c/',
                             "(ab)[abbc](axxb)[abc](ab)"),
+    # nothing ignored (as in JSON Schema grammars): the record's kinds are made when it is
+    "nothing_ignored": ("lark", 'start: item ("," item)*\nitem: NAME | NUM | "[" start "]"\nNAME: /[a-z]+/\n'
+                        'NUM: /[0-9]+/', "ab,12,[cd,345,[x]],efg,6,[hij,7]"),
     # a space ends a separator where one is expected and is ignored elsewhere
     "ignored_or_not": ("lark", 'start: (NAME SP)+\nNAME: /[a-z]+/\nSP: " "\nWS: / +/\n%ignore WS',
                        " ab cd ef gh ij kl mn op qr st uv wx yz "),

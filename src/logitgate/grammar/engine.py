@@ -105,6 +105,13 @@ class _StartWalk:
                                              self.div_first)) + sum(a.nbytes for a in self.groups)
 
 
+_THREAD_SCRATCH = threading.local()
+"""Per-thread scratch shared by every engine (``CFGEngine._boundary_scratch``)."""
+
+_NO_STATES = np.zeros(0, np.int32)
+_NO_STATES.setflags(write=False)
+
+
 def _ro(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
     a.setflags(write=False)
@@ -636,6 +643,9 @@ class CFGEngine:
         if self._start_class is None:
             lx = self.lexer
             ign = lx.ignore_bits
+            if not ign.any():  # nothing ignored (JSON Schema): no mixed or fork states
+                self._start_class = (_NO_STATES, _NO_STATES, None)
+                return True
             ends_ign = (lx.acc_bits & ign).any(axis=1)
             ends_other = (lx.acc_bits & ~ign).any(axis=1)
             ends_ign[lx.start] = ends_other[lx.start] = False
@@ -667,6 +677,9 @@ class CFGEngine:
             return rec, key
         if self._start_plain.get(key, 0.0) < START_WALK_AFTER_S or len(self._start_walks) >= START_WALK_RECORDS:
             return None, key
+        if base_kind is None:  # nothing ignored: a state ends a lexeme (2) or not (0)
+            base_kind = np.where((lx.acc_bits != 0).any(axis=1), 2, 0).astype(np.uint8)
+            base_kind[lx.start] = 0
         kind = base_kind.copy()
         kind[mixed] = np.array([0, 2, 1], np.uint8)[cls[:mixed.shape[0]]]
         follow = np.ones(lx.n_states, np.uint8)
@@ -711,11 +724,12 @@ class CFGEngine:
     def _boundary_scratch(self) -> tuple[np.ndarray, np.ndarray]:
         """This thread's scratch for a lexer walk's boundary nodes and states: room for every node
         of the vocabulary's trie (the string bodies' ``rest`` tries are subsets of it). A walk
-        copies out what it found before the scratch is used again."""
-        scratch = getattr(self._tls, "boundaries", None)
-        if scratch is None:
-            n = self.trie.n_nodes
-            scratch = self._tls.boundaries = (np.empty(n, np.int32), np.empty(n, np.int32))
+        copies out what it found before the scratch is used again, so every engine of the thread
+        shares it (a new compiled grammar's first mask does not allocate its own)."""
+        n = self.trie.n_nodes
+        scratch = getattr(_THREAD_SCRATCH, "boundaries", None)
+        if scratch is None or scratch[0].shape[0] < n:
+            scratch = _THREAD_SCRATCH.boundaries = (np.empty(n, np.int32), np.empty(n, np.int32))
         return scratch
 
     def _lexer_walk(self, lex: int, exp: np.ndarray, first_ok: np.ndarray) -> tuple[Any, ...]:
