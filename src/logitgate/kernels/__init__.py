@@ -222,8 +222,9 @@ class DirectCalls:
     kernel); the attribute then becomes the entry point of the specialisation for exactly that
     call's argument types (the dispatcher itself if there is none). Only for kernels
     whose call sites always pass the same dtypes, dimensions and layouts
-    (``tests/test_kernel_calls.py`` runs the steps under :data:`DISPATCH_ONLY` and checks this);
-    a kernel compiled for several stays on its dispatcher.
+    (``tests/test_kernel_calls.py`` runs the steps under :data:`DISPATCH_ONLY` and checks this):
+    a kernel that also holds other specialisations (a test's, or loaded by :func:`load_all`) is
+    bound to the one for the first call's types.
     """
 
     def __init__(self, module: object, names: tuple[str, ...]) -> None:
