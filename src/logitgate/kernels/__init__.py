@@ -135,9 +135,13 @@ def load_all() -> int:
     importing them used to, and load from the cache every specialisation of the other kernels
     (compiled on first use for the types they were called with) that an earlier run on this
     machine left there: for a server's start-up or a benchmark's set-up, so that no first
-    request or timed step pays a kernel's first load. Returns how many kernels it loaded."""
+    request or timed step pays a kernel's first load. Returns how many kernels it loaded (0 after
+    the first call: the cache indexes are read once per process)."""
     import importlib
 
+    global _all_loaded
+    if _all_loaded:
+        return 0
     n = 0
     for name in KERNEL_MODULES:
         module = importlib.import_module(f"{__name__}.{name}")
@@ -148,7 +152,12 @@ def load_all() -> int:
                     n += 1
             elif isinstance(value, _Kernel):
                 n += _load_cached(value)
+    _all_loaded = True
     return n
+
+
+_all_loaded = False
+"""Whether :func:`load_all` has run in this process (a kernel compiled since is in memory)."""
 
 
 def _cached_signatures(kernel: _Kernel) -> list:
@@ -167,13 +176,15 @@ def _load_cached(kernel: _Kernel) -> int:
     sigs = [sig for sig in _cached_signatures(kernel) if sig not in kernel.overloads]
     if not sigs:
         return 0
+    loaded = 0
     with global_compiler_lock, _OffTheClock():
         for sig in sigs:
             try:
                 kernel.compile(sig)  # found in the cache: loaded, not compiled
+                loaded = 1
             except Exception:  # a stale entry numba cannot type any more: left to first use
                 pass
-    return 1
+    return loaded
 
 
 def _reference_counting_can_be_off() -> bool:
