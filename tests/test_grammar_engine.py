@@ -1578,3 +1578,21 @@ def test_masks_do_not_depend_on_the_memo_table_size(tok_spm, monkeypatch):
 
     small, usual = masks(4), masks(ek.MEMO_SLOTS)
     assert len(small) == len(doc) and all(np.array_equal(a, b) for a, b in zip(small, usual))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("empty", "terminals that match only the empty string: BAD"),
+    ("nothing", "terminals that match no string: BAD"),
+])
+def test_lexer_names_terminals_that_cannot_make_a_lexeme(bad, message):
+    from logitgate.errors import GrammarError
+    from logitgate.grammar.cfg import CFG, Terminal, literal_node
+    from logitgate.grammar.lexer import build_lexer
+    from logitgate.regex.ast import CharClass, Empty
+
+    node = Empty() if bad == "empty" else CharClass(())
+    cfg = CFG([Terminal("X", literal_node("x")), Terminal("BAD", node), Terminal("Y", literal_node("y"))],
+              ["S'", "s"], [(0, (4,)), (1, (0, 1, 2))], "contextual")
+    with pytest.raises(GrammarError) as e:
+        build_lexer(cfg)
+    assert str(e.value).startswith(message) and "X" not in str(e.value).split(":", 1)[1]
