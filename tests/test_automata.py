@@ -1193,3 +1193,35 @@ def test_repeated_group_bodies_and_alternations_are_reused_exactly(words, other,
     strings = ["".join(rng.choice(pieces)
                        for _ in range(rng.randint(0, 6))) for _ in range(60)]
     assert_agrees_with_re(pattern, dfa, strings)
+
+
+@needs_parser
+@pytest.mark.parametrize("pattern", [r"\+?\d{1,4}?[-.\s]?\(?\d{1,3}?\)?[-.\s]?\d{1,4}[-.\s]?\d{1,4}", r"\w+é\s\d{2,3}",
+                                     r"[^a]{0,5}x", r"(\d|\s)*"])
+def test_utf8_expansion_scratch_is_only_scratch(pattern: str) -> None:
+    """The UTF-8 expansion (kernel ``utf8_byte_dfa``) writes its mid-character rows and byte table
+    into a per-thread scratch buffer when that is large enough: stale contents must not leak into
+    the DFA (same arrays as with no room, where the kernel allocates), and a compile that needed
+    more room than the scratch had grows it for the next one."""
+    from logitgate.automata import dfa as dfa_mod
+
+    node = parse(pattern)
+    saved = dfa_mod._scratch()
+    try:
+        dfa_mod._THREAD.scratch = np.zeros(0, np.int32)  # no room: the kernel's own arrays
+        dfa_mod._PATTERN_CACHE.clear()
+        roomless = dfa_mod._glushkov_dfa([node], 100_000, "max_dfa_states")
+        grown = dfa_mod._scratch()
+        assert grown.shape[0] > 0, "the scratch did not grow after a compile that needed it"
+        rng = np.random.default_rng(0)
+        garbage = rng.integers(-5, 1 << 20, size=1 << 20).astype(np.int32)
+        before = garbage.copy()
+        dfa_mod._THREAD.scratch = garbage
+        in_scratch = dfa_mod._glushkov_dfa([node], 100_000, "max_dfa_states")
+        assert not np.array_equal(garbage, before), "the kernel did not write into the scratch"
+        assert_same_dfa(in_scratch, roomless)
+        check_structure(in_scratch)
+        # a second compile over the scratch the first one left dirty
+        assert_same_dfa(dfa_mod._glushkov_dfa([node], 100_000, "max_dfa_states"), roomless)
+    finally:
+        dfa_mod._THREAD.scratch = saved

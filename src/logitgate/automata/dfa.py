@@ -26,6 +26,7 @@ identical arrays.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -206,14 +207,40 @@ def _glushkov_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA
     check_deadline("regex determinised")
     if status == 3:  # some atom is not ASCII: the UTF-8 expansion
         first_na, na_atoms, labels = non_ascii_atoms(starts, interval_atom)
-        byte_classes, class_transitions, accepting, status = _AK.utf8_byte_dfa(
+        scratch = _scratch()
+        byte_classes, class_transitions, accepting, status, needed = _AK.utf8_byte_dfa(
             table, char_accepting, starts, interval_atom, na_atoms,
-            *_label_automaton(starts, int(first_na), labels), max_states)
+            *_label_automaton(starts, int(first_na), labels), max_states, scratch)
         if status:
             raise _too_many_states(max_states, limit)
+        if needed > scratch.shape[0]:
+            _grow_scratch(needed)
     reachable = np.empty(accepting.shape, np.bool_)  # (np.ones_like runs Python code: slow on cold caches)
     reachable.fill(True)  # one pattern, minimal: every state leads to acceptance
     return _freeze(None, 0, accepting, reachable, byte_classes, class_transitions)
+
+
+_THREAD = threading.local()
+_SCRATCH_START = 1 << 18  # int32 entries (1 MB): a regex with Unicode classes such as complex_phone fits
+_SCRATCH_MAX = 1 << 22
+
+
+def _scratch() -> np.ndarray:
+    """This thread's scratch buffer for kernel ``utf8_byte_dfa`` (the mid-character rows and the
+    byte table before renumbering). Its pages are touched once, when it is made: a fresh page
+    costs a page fault (3-20 µs measured in this project's virtual machines), which made up most
+    of the UTF-8 expansion of a regex such as ``\\d{1,4}[-.\\s]?\\d{1,4}``."""
+    buf = getattr(_THREAD, "scratch", None)
+    if buf is None:
+        buf = _THREAD.scratch = np.full(_SCRATCH_START, -1, np.int32)
+    return buf
+
+
+def _grow_scratch(needed: int) -> None:
+    """Make this thread's scratch at least ``needed`` entries long for the next compile (up to
+    ``_SCRATCH_MAX``; a larger expansion allocates its own arrays)."""
+    if needed <= _SCRATCH_MAX:
+        _THREAD.scratch = np.full(min(max(needed, 2 * _scratch().shape[0]), _SCRATCH_MAX), -1, np.int32)
 
 
 def _stepwise_dfa(nodes: Sequence[Node], max_states: int, limit: str) -> ByteDFA:
@@ -435,6 +462,7 @@ def _minimize_chars(
 
 _NO_ROWS = np.zeros((0, 64), np.int32)
 _NO_LEAD = np.zeros(0, np.int64)
+_NO_OUT = np.zeros(0, np.int32)
 _LABEL_CACHE: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 _LABEL_CACHE_MIN = 32  # non-ASCII intervals; a smaller automaton builds as fast as a lookup
 
@@ -482,13 +510,13 @@ def _expand(
         rows, depth, label_mask = _label_automaton(atoms.starts, int(first_na), labels)
         targets = np.ascontiguousarray(table[:, na_atoms])
         first, lead_of = group_rows_i32(targets)  # states with equal targets get equal lead bytes
-        lead, mid = expand_utf8(rows, depth, label_mask, targets[first], m, max_states - m)
+        lead, mid = expand_utf8(rows, depth, label_mask, targets[first], m, max_states - m, _NO_ROWS)
     else:
         lead, lead_of, mid = _NO_ROWS, _NO_LEAD, _NO_ROWS
     n = m + mid.shape[0]
     if n > max_states:
         raise _too_many_states(max_states, limit)
-    columns, byte_column = assemble_columns(table, atoms.starts, atoms.interval_atom, lead, lead_of, mid)
+    columns, byte_column = assemble_columns(table, atoms.starts, atoms.interval_atom, lead, lead_of, mid, _NO_OUT)
     full_accepting = np.zeros((n, accepting.shape[1]), np.bool_)
     full_accepting[:m] = accepting
     return columns, byte_column, full_accepting

@@ -473,11 +473,11 @@ def utf8_label_automaton(starts, labels):  # pragma: no cover - compiled
 
 
 @njit(
-    types.Tuple((_i32_2d, _i32_2d))(_i32_2d_ro, _i64_1d_ro, _u64_1d_ro, _i32_2d, types.int64, types.int64),
+    types.Tuple((_i32_2d, _i32_2d))(_i32_2d_ro, _i64_1d_ro, _u64_1d_ro, _i32_2d, types.int64, types.int64, _i32_2d),
     cache=True,
     nogil=True,
 )
-def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma: no cover - compiled
+def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid, store):  # pragma: no cover - compiled
     """Byte-level moves of the non-ASCII characters of every character state, minimal.
 
     ``rows``/``depth``/``label_mask``: a labelled UTF-8 automaton in dense form (see
@@ -488,19 +488,48 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
     nodes are shared across states. Returns ``(lead, mid)``: ``lead[q, c]`` the move of state ``q``
     on lead byte ``0xC0 + c``, ``mid[k, c]`` the move of mid node ``k`` (state id
     ``first_mid + k``) on byte ``0x80 + c``. Stops early once more than ``max_mid`` mid nodes
-    exist (the caller checks the count against its cap).
+    exist (the caller checks the count against its cap). ``store``: where the mid rows are written
+    while they fit (``mid`` is then a view of it; a caller's scratch saves fresh pages), else a
+    new array.
     """
     m, n_labels = targets.shape
     n_nodes = rows.shape[0]
     order = np.argsort(depth[1:], kind="mergesort") + 1  # depth 1 first: children before parents
     lead = np.full((m, 64), -1, np.int32)
-    cap = 64
-    mid = np.empty((cap, 64), np.int32)
+    if store.shape[0] > 0:
+        cap = store.shape[0]
+        mid = store
+    else:  # room for every node of every state (no regrowth), within bounds
+        cap = max(64, min(m * (n_nodes - 1), max_mid + 1, 4096))
+        mid = np.empty((cap, 64), np.int32)
     n_mid = 0
     table_size = 256  # open addressing, stores mid index + 1
+    while table_size < 2 * min(cap, 2048):
+        table_size *= 2
     table = np.zeros(table_size, np.int64)
     hashes = np.empty(cap, np.uint64)
     canon = np.full(n_nodes, -1, np.int32)
+    # a node all of whose characters end in one label (below 63, so its label_mask bit is exact)
+    # has the same copy for every state with the same target for that label: single[j] is the
+    # label, memo[j, t + 1] the copy for target t (-2: not made yet)
+    single = np.full(n_nodes, -1, np.int64)
+    max_target = -1
+    for q in range(m):
+        for lab in range(n_labels):
+            max_target = max(max_target, targets[q, lab])
+    if n_nodes * (max_target + 2) > 1 << 18:  # too large a memo to fill: no shortcut
+        n_single = 1
+    else:
+        n_single = n_nodes
+    for j in range(1, n_single):
+        lm = label_mask[j]
+        if lm != 0 and lm & (lm - np.uint64(1)) == 0 and lm < (np.uint64(1) << np.uint64(63)):
+            lab = 0
+            while lm > np.uint64(1):
+                lm >>= np.uint64(1)
+                lab += 1
+            single[j] = lab
+    memo = np.full((n_single, max_target + 2 if n_single > 1 else 1), -2, np.int32)
     row = np.empty(64, np.int32)
     weights = np.empty(64, np.uint64)
     for c in range(64):
@@ -516,6 +545,11 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
             canon[j] = -1
             if label_mask[j] & qmask == 0:
                 continue
+            if single[j] >= 0:
+                known = memo[j, targets[q, single[j]] + 1]
+                if known != -2:
+                    canon[j] = known
+                    continue
             live = False
             for c in range(64):
                 code = rows[j, c]
@@ -529,6 +563,8 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
                 if t >= 0:
                     live = True
             if not live:
+                if single[j] >= 0:
+                    memo[j, targets[q, single[j]] + 1] = -1
                 continue
             h = _row_hash(row, weights)
             found, slot = _find_row(table, hashes, mid, row, h)
@@ -547,7 +583,7 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
                 found = n_mid
                 n_mid += 1
                 if n_mid > max_mid:
-                    return lead, mid[:n_mid].copy()
+                    return lead, mid[:n_mid]
                 if 2 * n_mid > table_size:  # rehash into a table twice as large
                     table_size *= 2
                     table = np.zeros(table_size, np.int64)
@@ -557,13 +593,15 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid):  # pragma
                             s = (s + np.uint64(1)) & np.uint64(table_size - 1)
                         table[s] = k + 1
             canon[j] = first_mid + found
+            if single[j] >= 0:
+                memo[j, targets[q, single[j]] + 1] = canon[j]
         for c in range(64):
             code = rows[0, c]
             if code > 0:
                 lead[q, c] = canon[code]
             elif code < 0:
                 lead[q, c] = targets[q, -1 - code]
-    return lead, mid[:n_mid].copy()
+    return lead, mid[:n_mid]
 
 
 @njit(cache=True, nogil=True)
@@ -1039,14 +1077,16 @@ def group_rows_i32(a):  # pragma: no cover - compiled
     return first, inverse
 
 
-@njit(types.Tuple((_i32_2d, _i32_1d))(_i32_2d, _i64_1d, _i64_1d, _i32_2d, _i64_1d, _i32_2d), cache=True, nogil=True)
-def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragma: no cover - compiled
+@njit(types.Tuple((_i32_2d, _i32_1d))(_i32_2d, _i64_1d, _i64_1d, _i32_2d, _i64_1d, _i32_2d, _i32_1d), cache=True,
+      nogil=True)
+def assemble_columns(table, starts, interval_atom, lead, lead_of, mid, out):  # pragma: no cover - compiled
     """The byte-level table of ``logitgate.automata.dfa._expand``: ``(columns, byte_column)`` with
     the move of state ``s`` on byte ``b`` at ``columns[s, byte_column[b]]``. Columns are the
     distinct ASCII atoms (ascending) of the character table ``table`` ([m, atoms]), then 64
     continuation-byte columns (``mid``, the rows of the mid-character nodes, which follow the m
     character states), then 64 lead-byte columns (state ``s`` takes row ``lead_of[s]`` of
-    ``lead``; no lead moves when ``lead_of`` is empty) and a last column that is never a move."""
+    ``lead``; no lead moves when ``lead_of`` is empty) and a last column that is never a move.
+    ``columns`` is a view of ``out`` when that is large enough, else a new array."""
     m = table.shape[0]
     n = m + mid.shape[0]
     ascii_atom = np.full(128, -1, np.int64)
@@ -1074,7 +1114,11 @@ def assemble_columns(table, starts, interval_atom, lead, lead_of, mid):  # pragm
         byte_column[b] = col_of[ascii_atom[b]] if ascii_atom[b] >= 0 else width - 1
     for b in range(128, 256):
         byte_column[b] = r + b - 128
-    columns = np.full((n, width), -1, np.int32)
+    if out.shape[0] >= n * width:
+        columns = out[:n * width].reshape((n, width))
+        columns[:] = -1
+    else:
+        columns = np.full((n, width), -1, np.int32)
     for a in range(top):
         c = col_of[a]
         if c >= 0:
@@ -1428,22 +1472,26 @@ def ascii_byte_dfa(table, accepting, starts, interval_atom):  # pragma: no cover
     ASCII (no lead or continuation bytes): ``(byte_classes, class_transitions, accepting)``, the
     last renumbered like the states."""
     columns, byte_column = assemble_columns(table, starts, interval_atom, np.zeros((0, 64), np.int32),
-                                            np.zeros(0, np.int64), np.zeros((0, 64), np.int32))
+                                            np.zeros(0, np.int64), np.zeros((0, 64), np.int32),
+                                            np.zeros(0, np.int32))
     byte_classes, trans, order = canonical_classes(columns, byte_column)
     return byte_classes, trans, _renumbered_accepting(accepting, order)
 
 
-@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64),
+@njit((_i32_2d, _b1_2d, _i64_1d, _i64_1d, _i64_1d, _i32_2d_ro, _i64_1d_ro, _u64_1d_ro, types.int64, _i32_1d),
       cache=True, nogil=True)
 def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth, label_mask,
-                  max_states):  # pragma: no cover - compiled
+                  max_states, scratch):  # pragma: no cover - compiled
     """``logitgate.automata.dfa._expand`` then ``canonical_classes`` in one call, for a character
     DFA with non-ASCII atoms ``na_atoms`` (from ``non_ascii_atoms``; ``rows``, ``depth``,
     ``label_mask``: their labelled UTF-8 automaton, from ``utf8_label_automaton``): states with
     equal non-ASCII targets share their lead bytes (``group_rows_i32``), ``expand_utf8`` builds
     the mid-character nodes, ``assemble_columns`` the byte table. Returns
-    ``(byte_classes, class_transitions, accepting, status)``, ``accepting`` renumbered like the
-    states; status 1: more than ``max_states`` byte states."""
+    ``(byte_classes, class_transitions, accepting, status, needed)``, ``accepting`` renumbered
+    like the states; status 1: more than ``max_states`` byte states. The mid-character rows and
+    the byte table are written into ``scratch`` as far as it goes (the caller's reusable buffer:
+    fresh pages cost a page fault each, several µs in a virtual machine); ``needed``: the
+    ``scratch`` length that would have held them."""
     m = table.shape[0]
     targets = np.empty((m, na_atoms.shape[0]), np.int32)
     for s in range(m):
@@ -1453,12 +1501,20 @@ def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth
     distinct = np.empty((first.shape[0], targets.shape[1]), np.int32)
     for i in range(first.shape[0]):
         distinct[i] = targets[first[i]]
-    lead, mid = expand_utf8(rows, depth, label_mask, distinct, m, max_states - m)
+    # at most one mid row per (distinct row, node), and one more than the cap stops the build
+    cap = max(1, min(distinct.shape[0] * (rows.shape[0] - 1), max_states - m + 1))
+    if cap * 64 <= scratch.shape[0]:
+        store = scratch[:cap * 64].reshape((cap, 64))
+    else:
+        store = np.empty((0, 64), np.int32)
+    lead, mid = expand_utf8(rows, depth, label_mask, distinct, m, max_states - m, store)
     if m + mid.shape[0] > max_states:
-        return np.zeros(256, np.uint8), np.zeros((0, 1), np.int32), accepting, 1
-    columns, byte_column = assemble_columns(table, starts, interval_atom, lead, lead_of, mid)
+        return np.zeros(256, np.uint8), np.zeros((0, 1), np.int32), accepting, 1, 0
+    used = mid.shape[0] * 64 if store.shape[0] else 0
+    columns, byte_column = assemble_columns(table, starts, interval_atom, lead, lead_of, mid, scratch[used:])
+    needed = mid.shape[0] * 64 + columns.shape[0] * columns.shape[1]
     byte_classes, trans, order = canonical_classes(columns, byte_column)
-    return byte_classes, trans, _renumbered_accepting(accepting, order), 0
+    return byte_classes, trans, _renumbered_accepting(accepting, order), 0, needed
 
 
 # signatures load compiled code at import, not at the first compile that calls the kernel
