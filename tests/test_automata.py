@@ -1213,6 +1213,9 @@ def test_utf8_expansion_scratch_is_only_scratch(pattern: str) -> None:
         roomless = dfa_mod._glushkov_dfa([node], 100_000, "max_dfa_states")
         grown = dfa_mod._scratch()
         assert grown.shape[0] > 0, "the scratch did not grow after a compile that needed it"
+        # grown enough: the same compile now leaves the scratch as it is (no further growth)
+        dfa_mod._glushkov_dfa([node], 100_000, "max_dfa_states")
+        assert dfa_mod._scratch() is grown
         rng = np.random.default_rng(0)
         garbage = rng.integers(-5, 1 << 20, size=1 << 20).astype(np.int32)
         before = garbage.copy()

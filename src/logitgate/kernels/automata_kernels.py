@@ -1491,7 +1491,7 @@ def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth
     like the states; status 1: more than ``max_states`` byte states. The mid-character rows and
     the byte table are written into ``scratch`` as far as it goes (the caller's reusable buffer:
     fresh pages cost a page fault each, several µs in a virtual machine); ``needed``: the
-    ``scratch`` length that would have held them."""
+    ``scratch`` length with which both would have gone there."""
     m = table.shape[0]
     targets = np.empty((m, na_atoms.shape[0]), np.int32)
     for s in range(m):
@@ -1512,7 +1512,8 @@ def utf8_byte_dfa(table, accepting, starts, interval_atom, na_atoms, rows, depth
         return np.zeros(256, np.uint8), np.zeros((0, 1), np.int32), accepting, 1, 0
     used = mid.shape[0] * 64 if store.shape[0] else 0
     columns, byte_column = assemble_columns(table, starts, interval_atom, lead, lead_of, mid, scratch[used:])
-    needed = mid.shape[0] * 64 + columns.shape[0] * columns.shape[1]
+    # the next compile of this size finds room for both: the row store is sized by ``cap``
+    needed = max(cap * 64, mid.shape[0] * 64 + columns.shape[0] * columns.shape[1])
     byte_classes, trans, order = canonical_classes(columns, byte_column)
     return byte_classes, trans, _renumbered_accepting(accepting, order), 0, needed
 
