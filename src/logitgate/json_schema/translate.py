@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -439,7 +440,7 @@ class Translator:
                 branches.append([sub.child(m, "anyOf", i) for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
             if "oneOf" in s:
                 members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
-                if not self._pairwise_disjoint(members):
+                if not self._pairwise_disjoint(members, _type_set(s)):
                     exclusive = None if self._skip_conditionals else self._exclusive(members)
                     if exclusive is None:
                         self.unsupported(sub.pointer + "/oneOf",
@@ -664,30 +665,37 @@ class Translator:
         return [_Group([m] + [_BranchSet(list(negs[j])) for j in range(len(members)) if j != i])  # type: ignore[arg-type]
                 for i, m in enumerate(members)]
 
-    def _pairwise_disjoint(self, members: list[Sub]) -> bool:
+    def _pairwise_disjoint(self, members: list[Sub], within: set[str] | None = None) -> bool:
+        """Whether no value satisfies two of ``members`` (the branches of a ``oneOf`` whose own
+        schema lets only the types ``within`` on; None: any): then ``oneOf`` is ``anyOf``. Proved
+        per type both branches allow: for objects, by a property one branch requires that both
+        restrict to disjoint types or ``const``/``enum`` values, or that the other forbids
+        (``false``, or left out under ``additionalProperties: false`` with no
+        ``patternProperties``); values of any other type they share are taken to overlap."""
         sigs = [self._signature(m) for m in members]
         for a, b in itertools.combinations(sigs, 2):
             if a is None or b is None:
                 return False
-            ta, ca = a
-            tb, cb = b
-            if not (ta & tb):
+            common = a.types & b.types
+            if within is not None:
+                common &= within
+            if not common:
                 continue
-            common = set(ca) & set(cb)
-            if any(not any(_json_equal(x, y) for x in ca[p] for y in cb[p]) for p in common):
+            if common <= {"object"} and (_objects_apart(a, b) or _objects_apart(b, a)):
                 continue
             return False
         return True
 
-    def _signature(self, sub: Sub) -> tuple[set[str], dict[str, list[Any]]] | None:
-        """(possible types, {required property: its possible const values}) of a branch, for the
-        oneOf disjointness check; None when unknown."""
+    def _signature(self, sub: Sub, depth: int = 0) -> _Signature | None:
+        """What the ``oneOf`` disjointness check reads of a branch (see :class:`_Signature`): its
+        own keywords, with those of its ``allOf`` members (each of which holds too); None when
+        unknown."""
         s = sub.schema
-        if not isinstance(s, dict):
+        if not isinstance(s, dict) or depth > 8:
             return None
         if "$ref" in s:
             try:
-                return self._signature(self._deref(sub, "$ref"))
+                return self._signature(self._deref(sub, "$ref"), depth + 1)
             except SchemaError:
                 return None
         types = _type_set(s)
@@ -695,18 +703,35 @@ class Translator:
             return None
         if "const" in s:
             types &= {_type_of(s["const"])} | ({"integer"} if _is_integral(s["const"]) else set())
-        consts: dict[str, list[Any]] = {}
         required, props = s.get("required") or [], s.get("properties") or {}
         if not isinstance(required, list) or not isinstance(props, dict):
             return None  # malformed: the keyword check reports it where the schema is used
-        req = {r for r in required if isinstance(r, str)}
+        values: dict[str, list[Any]] = {}
+        prop_types: dict[str, set[str]] = {}
         for p, ps in props.items():
-            if p in req and isinstance(ps, dict):
+            if ps is False:
+                prop_types[p] = set()
+            elif isinstance(ps, dict) and "$ref" not in ps:
                 if "const" in ps:
-                    consts[p] = [ps["const"]]
+                    values[p] = [ps["const"]]
                 elif "enum" in ps and isinstance(ps["enum"], list):
-                    consts[p] = list(ps["enum"])
-        return types, consts
+                    values[p] = list(ps["enum"])
+                t = _type_set(ps)
+                if t is not None:
+                    if p in values:
+                        t &= {_type_of(v) for v in values[p]} | \
+                            ({"integer"} if any(_is_integral(v) for v in values[p]) else set())
+                    prop_types[p] = t
+        closed = s.get("additionalProperties") is False and not s.get("patternProperties")
+        sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types,
+                         set(props) if closed else None)
+        members = s.get("allOf")
+        if isinstance(members, list):
+            for i, m in enumerate(members):
+                part = self._signature(sub.child(m, "allOf", i), depth + 1)
+                if part is not None:
+                    sig = sig.both(part)
+        return sig
 
     # -- per type ----------------------------------------------------------------------------
 
@@ -1317,6 +1342,49 @@ def _keep_in(vals: list[Any], allowed: list[Any]) -> list[Any]:
     """The members of ``vals`` JSON-equal to some member of ``allowed`` (linear time)."""
     keys = {_json_key(w) for w in allowed}
     return [v for v in vals if _json_key(v) in keys]
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """A ``oneOf`` branch as its disjointness check sees it: the JSON types it allows, the
+    properties it requires, the ``const``/``enum`` values and the types it allows each property
+    (an empty set: ``false``), and, under ``additionalProperties: false`` with no
+    ``patternProperties``, the only property names it lets on (else None)."""
+
+    types: set[str]
+    required: set[str]
+    values: dict[str, list[Any]]
+    prop_types: dict[str, set[str]]
+    closed: set[str] | None
+
+    def both(self, other: "_Signature") -> "_Signature":
+        """What a value satisfying both knows (an ``allOf``): each restriction of either holds."""
+        prop_types = dict(self.prop_types)
+        for p, t in other.prop_types.items():
+            prop_types[p] = prop_types[p] & t if p in prop_types else t
+        values = dict(other.values)
+        values.update(self.values)  # either list bounds the values: keep one
+        closed = self.closed if other.closed is None else other.closed if self.closed is None else \
+            self.closed & other.closed
+        return _Signature(self.types & other.types, self.required | other.required, values, prop_types, closed)
+
+
+def _objects_apart(a: _Signature, b: _Signature) -> bool:
+    """Whether no object satisfies both: some property ``a`` requires is one ``b`` forbids, or one
+    whose values the two restrict apart (by ``const``/``enum``, or by type)."""
+    for p in a.required:
+        if b.closed is not None and p not in b.closed:
+            return True
+        if p in a.values and p in b.values and \
+                not any(_json_equal(x, y) for x in a.values[p] for y in b.values[p]):
+            return True
+        ta = a.prop_types.get(p)
+        tb = b.prop_types.get(p)
+        if (ta is not None and not ta) or (tb is not None and not tb):
+            return True  # false: no value of p at all
+        if ta is not None and tb is not None and not (ta & tb):
+            return True
+    return False
 
 
 def _type_set(s: Any) -> set[str] | None:
