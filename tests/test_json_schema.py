@@ -243,6 +243,12 @@ DISJOINT_ONE_OF_CASES = [
                {"type": "object", "properties": {"v": {"type": "integer"}, "b": False}, "required": ["b"]},
                {"type": "object", "required": ["a"], "properties": {"v": {"type": ["integer", "null"]}},
                 "additionalProperties": False}]},
+    # told apart one level down: the required "to" of one is closed, the other's requires a key
+    {"oneOf": [{"type": "object", "required": ["to"], "properties": {
+                   "to": {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "string"}}}}},
+               {"type": "object", "required": ["to"], "properties": {
+                   "to": {"$ref": "#/$defs/reach"}}}],
+     "$defs": {"reach": {"required": ["b"], "properties": {"b": {"type": "boolean"}}}}},
 ]
 
 
@@ -260,7 +266,8 @@ def test_one_of_with_branches_apart_on_objects_is_exact(schema: dict) -> None:
     c = lg.compile(g, byte_tokenizer())
     validator = jsonschema.Draft202012Validator(schema)
     leaf = st.sampled_from(["a", "b", "x", "y", 1, None, True])
-    value = st.one_of(leaf, st.dictionaries(st.sampled_from(["a", "b", "v", "kind", "mode"]), leaf, max_size=4))
+    keys = st.sampled_from(["a", "b", "v", "kind", "mode", "to"])
+    value = st.one_of(leaf, st.dictionaries(keys, st.one_of(leaf, st.dictionaries(keys, leaf, max_size=2)), max_size=4))
 
     @settings(max_examples=200, deadline=None)
     @given(value)

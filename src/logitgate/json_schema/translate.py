@@ -63,6 +63,8 @@ MAX_LEXEME_STATES = 20_000
 """Largest character-level automaton built for one string or number lexeme (pattern and length
 together, key classes, ...); beyond it the combination is relaxed and reported."""
 MAX_EXACT_LENGTH = 256
+_DISJOINT_DEPTH = 3
+"""How many property levels down the ``oneOf`` disjointness check compares subschemas."""
 MAX_LEVEL = 6
 """Largest minLength/maxLength enforced exactly (a counter costs states per character)."""
 
@@ -665,13 +667,14 @@ class Translator:
         return [_Group([m] + [_BranchSet(list(negs[j])) for j in range(len(members)) if j != i])  # type: ignore[arg-type]
                 for i, m in enumerate(members)]
 
-    def _pairwise_disjoint(self, members: list[Sub], within: set[str] | None = None) -> bool:
+    def _pairwise_disjoint(self, members: list[Sub], within: set[str] | None = None, depth: int = 0) -> bool:
         """Whether no value satisfies two of ``members`` (the branches of a ``oneOf`` whose own
         schema lets only the types ``within`` on; None: any): then ``oneOf`` is ``anyOf``. Proved
-        per type both branches allow: for objects, by a property one branch requires that both
-        restrict to disjoint types or ``const``/``enum`` values, or that the other forbids
-        (``false``, or left out under ``additionalProperties: false`` with no
-        ``patternProperties``); values of any other type they share are taken to overlap."""
+        per type both branches allow: for objects, by a property one branch requires that the
+        other forbids (``false``, or left out under ``additionalProperties: false`` with no
+        ``patternProperties``), or whose values the two restrict apart (``const``/``enum``
+        values, types, or, a few levels down, subschemas disjoint in the same sense); values of
+        any other type they share are taken to overlap."""
         sigs = [self._signature(m) for m in members]
         for a, b in itertools.combinations(sigs, 2):
             if a is None or b is None:
@@ -681,10 +684,33 @@ class Translator:
                 common &= within
             if not common:
                 continue
-            if common <= {"object"} and (_objects_apart(a, b) or _objects_apart(b, a)):
+            if common <= {"object"} and (self._objects_apart(a, b, depth) or self._objects_apart(b, a, depth)):
                 continue
             return False
         return True
+
+    def _objects_apart(self, a: _Signature, b: _Signature, depth: int) -> bool:
+        """Whether no object satisfies both: some property ``a`` requires is one ``b`` forbids, or
+        one whose values the two restrict apart."""
+        for p in a.required:
+            if b.closed is not None and p not in b.closed:
+                return True
+            if p in a.values and p in b.values and \
+                    not any(_json_equal(x, y) for x in a.values[p] for y in b.values[p]):
+                return True
+            ta = a.prop_types.get(p)
+            tb = b.prop_types.get(p)
+            if (ta is not None and not ta) or (tb is not None and not tb):
+                return True  # false: no value of p at all
+            if ta is not None and tb is not None and not (ta & tb):
+                return True
+            if depth < _DISJOINT_DEPTH:
+                for xs, x in a.prop_subs.get(p, ()):
+                    for ys, y in b.prop_subs.get(p, ()):
+                        if self._pairwise_disjoint([xs.child(x, "properties", p), ys.child(y, "properties", p)], None,
+                                                   depth + 1):
+                            return True
+        return False
 
     def _signature(self, sub: Sub, depth: int = 0) -> _Signature | None:
         """What the ``oneOf`` disjointness check reads of a branch (see :class:`_Signature`): its
@@ -708,6 +734,7 @@ class Translator:
             return None  # malformed: the keyword check reports it where the schema is used
         values: dict[str, list[Any]] = {}
         prop_types: dict[str, set[str]] = {}
+        prop_subs = {p: [(sub, ps)] for p, ps in props.items() if isinstance(ps, dict)}
         for p, ps in props.items():
             if ps is False:
                 prop_types[p] = set()
@@ -723,7 +750,7 @@ class Translator:
                             ({"integer"} if any(_is_integral(v) for v in values[p]) else set())
                     prop_types[p] = t
         closed = s.get("additionalProperties") is False and not s.get("patternProperties")
-        sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types,
+        sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types, prop_subs,
                          set(props) if closed else None)
         members = s.get("allOf")
         if isinstance(members, list):
@@ -1348,13 +1375,14 @@ def _keep_in(vals: list[Any], allowed: list[Any]) -> list[Any]:
 class _Signature:
     """A ``oneOf`` branch as its disjointness check sees it: the JSON types it allows, the
     properties it requires, the ``const``/``enum`` values and the types it allows each property
-    (an empty set: ``false``), and, under ``additionalProperties: false`` with no
+    (an empty set: ``false``), each property's subschemas, and, under ``additionalProperties: false`` with no
     ``patternProperties``, the only property names it lets on (else None)."""
 
     types: set[str]
     required: set[str]
     values: dict[str, list[Any]]
     prop_types: dict[str, set[str]]
+    prop_subs: dict[str, list[tuple[Sub, dict]]]  # (the schema holding it, the property's subschema)
     closed: set[str] | None
 
     def both(self, other: "_Signature") -> "_Signature":
@@ -1364,27 +1392,12 @@ class _Signature:
             prop_types[p] = prop_types[p] & t if p in prop_types else t
         values = dict(other.values)
         values.update(self.values)  # either list bounds the values: keep one
+        prop_subs = {p: self.prop_subs.get(p, []) + other.prop_subs.get(p, [])
+                     for p in self.prop_subs.keys() | other.prop_subs.keys()}
         closed = self.closed if other.closed is None else other.closed if self.closed is None else \
             self.closed & other.closed
-        return _Signature(self.types & other.types, self.required | other.required, values, prop_types, closed)
-
-
-def _objects_apart(a: _Signature, b: _Signature) -> bool:
-    """Whether no object satisfies both: some property ``a`` requires is one ``b`` forbids, or one
-    whose values the two restrict apart (by ``const``/``enum``, or by type)."""
-    for p in a.required:
-        if b.closed is not None and p not in b.closed:
-            return True
-        if p in a.values and p in b.values and \
-                not any(_json_equal(x, y) for x in a.values[p] for y in b.values[p]):
-            return True
-        ta = a.prop_types.get(p)
-        tb = b.prop_types.get(p)
-        if (ta is not None and not ta) or (tb is not None and not tb):
-            return True  # false: no value of p at all
-        if ta is not None and tb is not None and not (ta & tb):
-            return True
-    return False
+        return _Signature(self.types & other.types, self.required | other.required, values, prop_types, prop_subs,
+                          closed)
 
 
 def _type_set(s: Any) -> set[str] | None:
