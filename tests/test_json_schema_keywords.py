@@ -208,6 +208,40 @@ def test_double_negation_is_exact(schema: dict) -> None:
         assert accepts(compiled, text) == validator.is_valid(json.loads(text)), (schema, text)
 
 
+COMBINED_NEGATIONS = [
+    {"not": {"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                       {"properties": {"b": {"type": "null"}}, "required": ["b"]}],
+             "properties": {"c": {"type": "integer"}}, "required": ["c"]}},
+    {"not": {"allOf": [{"multipleOf": 2}], "anyOf": [{"multipleOf": 3}], "oneOf": [{"multipleOf": 5}]}},
+    {"not": {"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["c"]}}},
+    {"type": "object", "if": {"properties": {"a": {"const": 1}}, "allOf": [{"required": ["a"]}]},
+     "then": {"required": ["b"]}, "else": {"maxProperties": 1}},
+]
+
+
+@pytest.mark.parametrize("schema", COMBINED_NEGATIONS)
+def test_negated_combinators_beside_other_keywords_are_exact(schema: dict) -> None:
+    """A schema whose ``allOf``, ``anyOf``, one-member ``oneOf`` or ``not`` sit beside other
+    keywords is the conjunction of its parts, so ``not`` (and an ``if``) of it is the union of their
+    negations: strict mode compiles it, and the grammar agrees with ``jsonschema``."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    compiled = lg.compile(lg.Grammar.from_json_schema(schema, property_order="any"), byte_tokenizer())
+    validator = jsonschema.Draft202012Validator(schema)
+    leaf = st.one_of(st.integers(-2, 31), st.sampled_from(["a", None, True]))
+    value = st.one_of(leaf, st.dictionaries(st.sampled_from("abcd"), leaf, max_size=4))
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(value)
+    def agree(v: object) -> None:
+        text = json.dumps(v, separators=(",", ":"))
+        assert accepts(compiled, text) == validator.is_valid(v), (schema, text)
+
+    agree()
+
+
 COUNT_NEGATIONS = [
     {"not": {"minItems": 2}},
     {"not": {"type": "array", "maxItems": 1}},

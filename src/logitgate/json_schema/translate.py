@@ -226,6 +226,7 @@ class Translator:
         self._skip_conditionals = False
         self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
+        self._parts: dict[tuple, dict] = {}  # see _part_of
         """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
         such subschema, so that a ``$ref`` cycle through it is recognised."""
 
@@ -611,6 +612,9 @@ class Translator:
         keys = {k for k in s if k not in ANNOTATIONS or k == "format"}
         if keys == {"not"}:  # not (not A) = A
             return [sub.child(s["not"], "not")]
+        combo = keys & {"allOf", "anyOf", "oneOf", "not"}
+        if combo and keys - combo or len(combo) > 1:
+            return self._negate_parts(sub, s, combo)
         if "anyOf" in keys and keys <= {"anyOf"}:
             # not (A or B) = not A and not B: only when each negation is a single schema
             negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
@@ -657,6 +661,43 @@ class Translator:
                                        sub.child({"type": "object", "properties": {p: n}}, "properties", p)]))
             return out
         return None
+
+    def _negate_parts(self, sub: Sub, s: dict, combo: set[str]) -> list[Any] | None:
+        """``negate`` of a schema with combinators (``combo``) beside other keywords: it is the
+        conjunction of its other keywords, its ``allOf`` members, its ``anyOf`` (or a one-member
+        ``oneOf``) and its ``not``, so its negation is the union of theirs (None when one cannot
+        be negated, or a ``oneOf`` has several members)."""
+        parts: list[Sub] = []
+        rest = {k: v for k, v in s.items() if k not in combo}
+        if any(k not in ANNOTATIONS or k == "format" for k in rest):
+            parts.append(self._part_of(sub, "rest", rest))
+        out: list[Any] = []
+        for kw in ("allOf", "anyOf", "oneOf"):
+            if kw not in combo:
+                continue
+            members = s[kw]
+            if not isinstance(members, list) or not members:
+                return None  # malformed: the keyword check reports it where the schema is used
+            if kw == "allOf" or len(members) == 1:
+                parts.extend(sub.child(m, kw, i) for i, m in enumerate(members))
+            elif kw == "anyOf":
+                parts.append(self._part_of(sub, kw, {"anyOf": members}))
+            else:
+                return None
+        if "not" in combo:
+            out.append(sub.child(s["not"], "not"))  # not (not A) = A
+        for part in parts:
+            negs = self.negate(part)
+            if negs is None:
+                return None
+            out.extend(negs)
+        return out
+
+    def _part_of(self, sub: Sub, name: str, schema: dict) -> Sub:
+        """A schema made of some of ``sub``'s keywords, at its pointer; kept for the translation's
+        lifetime (a subschema's memo key is its object's ``id``)."""
+        kept = self._parts.setdefault((sub.key, name), schema)
+        return Sub(kept, sub.resolver, sub.pointer, sub.draft, sub.scope, entered=sub.entered, dyn=sub.dyn)
 
     def _exclusive(self, members: list[Sub]) -> list[Any] | None:
         """``oneOf`` exactly: one option per branch, the branch and the negation of every other
