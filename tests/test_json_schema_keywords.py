@@ -214,6 +214,7 @@ COMBINED_NEGATIONS = [
              "properties": {"c": {"type": "integer"}}, "required": ["c"]}},
     {"not": {"allOf": [{"multipleOf": 2}], "anyOf": [{"multipleOf": 3}], "oneOf": [{"multipleOf": 5}]}},
     {"not": {"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["c"]}}},
+    {"not": {"oneOf": [{"type": "object", "minProperties": 2}]}},
     {"type": "object", "if": {"properties": {"a": {"const": 1}}, "allOf": [{"required": ["a"]}]},
      "then": {"required": ["b"]}, "else": {"maxProperties": 1}},
 ]

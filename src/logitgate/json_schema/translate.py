@@ -613,7 +613,7 @@ class Translator:
         if keys == {"not"}:  # not (not A) = A
             return [sub.child(s["not"], "not")]
         combo = keys & {"allOf", "anyOf", "oneOf", "not"}
-        if combo and keys - combo or len(combo) > 1:
+        if combo and keys not in ({"anyOf"}, {"allOf"}):  # those two alone: below
             return self._negate_parts(sub, s, combo)
         if "anyOf" in keys and keys <= {"anyOf"}:
             # not (A or B) = not A and not B: only when each negation is a single schema
