@@ -29,6 +29,8 @@ EXACT = decimal.Context(prec=5000)  # arithmetic on candidate values never round
 PLAIN = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 SCIENTIFIC = r"-?[1-9](?:\.[0-9]*[1-9])?[eE][+-]?[0-9]+"
 INTEGER = r"-?(?:0|[1-9][0-9]*)(?:\.0+)?"
+# without bounds: the exponent forms of integers (their value checked to be whole in ``expected``)
+INTEGER_EXPONENT = r"-?(?:(?:0|[1-9][0-9]*)(?:\.0+)?[eE]\+?[0-9]+|[1-9]\.[0-9]{0,8}[1-9][eE]\+?[0-9]+)"
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 MALFORMED = [
@@ -71,7 +73,8 @@ def parsed(text: str) -> tuple[frozenset[str], Decimal | None]:
 FORMS = {
     name: re.compile(pattern)
     for name, pattern in [
-        ("plain", PLAIN), ("scientific", SCIENTIFIC), ("integer", INTEGER), ("json", JSON_NUMBER)
+        ("plain", PLAIN), ("scientific", SCIENTIFIC), ("integer", INTEGER), ("json", JSON_NUMBER),
+        ("integer_exponent", INTEGER_EXPONENT),
     ]
 }
 
@@ -79,7 +82,10 @@ FORMS = {
 def expected(text: str, lo=None, lo_x=False, hi=None, hi_x=False, integer=False, multiple=None) -> bool:
     forms, value = parsed(text)
     if integer:
-        allowed = "integer" in forms
+        every_integer = multiple is None or (Fraction(1) / Fraction(multiple)).denominator == 1
+        allowed = "integer" in forms or (
+            "integer_exponent" in forms and lo is None and hi is None and every_integer
+            and value == value.to_integral_value())
     elif multiple is not None:
         allowed = "plain" in forms
     elif lo is not None or hi is not None:
@@ -199,6 +205,22 @@ def test_unconstrained():
     texts = candidates((D("1.5"), D("-250.125")))
     check(texts)
     check(texts, integer=True)
+
+
+INTEGER_EXPONENT_TEXTS = [
+    "1e+308", "-1e+308", "1.5e+20", "1.5E1", "1.25e1", "1.25e2", "1.25e+02", "2.0e1", "0e5", "7e0", "1.5e0",
+    "1.000000001e9", "1.0000000001e10", "1.123456789e9", "1.123456789e8", "1e-2", "15e-1", "1.5e-1", "1e+",
+]
+
+
+@pytest.mark.parametrize("multiple", [None, D("0.5"), 1, 3])
+def test_integer_exponent_forms_only_without_bounds(multiple):
+    """Integers written with an exponent (``1e+308``, ``1.5e+20``: how Python and JavaScript print
+    large floats) are allowed when nothing but a ``multipleOf`` every integer meets constrains
+    them, and only with a whole value; bounds keep the plain forms."""
+    assert expected("1e+308", integer=True) and not expected("1.25e1", integer=True)
+    check(INTEGER_EXPONENT_TEXTS, integer=True, multiple=multiple)
+    check(INTEGER_EXPONENT_TEXTS, integer=True, multiple=multiple, lo=0)
 
 
 def test_all_bounds_at_once_take_the_tightest():
