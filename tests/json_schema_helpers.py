@@ -44,6 +44,25 @@ def accepts(compiled: lg.CompiledGrammar, text: str) -> bool:
     return m.accept_bytes(text.encode("utf-8", "surrogatepass")) and m.is_accepting()
 
 
+def agrees_with_jsonschema(schema: Any, values: Any, *, max_examples: int = 150) -> None:
+    """Compile ``schema`` (strict, any key order) over the byte tokenizer and check, for values
+    drawn from the hypothesis strategy ``values``, that the grammar accepts a value's compact JSON
+    exactly when ``jsonschema`` (draft 2020-12) finds it valid."""
+    import jsonschema
+    from hypothesis import HealthCheck, given, settings
+
+    compiled = lg.compile(lg.Grammar.from_json_schema(schema, property_order="any"), byte_tokenizer())
+    validator = jsonschema.Draft202012Validator(schema)
+
+    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(values)
+    def agree(v: Any) -> None:
+        text = json.dumps(v, separators=(",", ":"))
+        assert accepts(compiled, text) == validator.is_valid(v), (schema, text)
+
+    agree()
+
+
 @lru_cache(maxsize=1)
 def suite_registry() -> dict[str, Any]:
     """The suite's remote documents at http://localhost:1234/<path>."""

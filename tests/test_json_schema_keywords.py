@@ -10,7 +10,7 @@ import logitgate as lg
 from logitgate.json_schema import translate
 from logitgate.json_schema.keywords import KEYWORDS, STATUSES
 
-from .json_schema_helpers import accepts, byte_tokenizer
+from .json_schema_helpers import accepts, agrees_with_jsonschema, byte_tokenizer
 
 D4 = "http://json-schema.org/draft-04/schema#"
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -225,22 +225,12 @@ def test_negated_combinators_beside_other_keywords_are_exact(schema: dict) -> No
     """A schema whose ``allOf``, ``anyOf``, one-member ``oneOf`` or ``not`` sit beside other
     keywords is the conjunction of its parts, so ``not`` (and an ``if``) of it is the union of their
     negations: strict mode compiles it, and the grammar agrees with ``jsonschema``."""
-    jsonschema = pytest.importorskip("jsonschema")
-    from hypothesis import HealthCheck, given, settings
+    pytest.importorskip("jsonschema")
     from hypothesis import strategies as st
 
-    compiled = lg.compile(lg.Grammar.from_json_schema(schema, property_order="any"), byte_tokenizer())
-    validator = jsonschema.Draft202012Validator(schema)
     leaf = st.one_of(st.integers(-2, 31), st.sampled_from(["a", None, True]))
-    value = st.one_of(leaf, st.dictionaries(st.sampled_from("abcd"), leaf, max_size=4))
-
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(value)
-    def agree(v: object) -> None:
-        text = json.dumps(v, separators=(",", ":"))
-        assert accepts(compiled, text) == validator.is_valid(v), (schema, text)
-
-    agree()
+    agrees_with_jsonschema(schema, st.one_of(leaf, st.dictionaries(st.sampled_from("abcd"), leaf, max_size=4)),
+                           max_examples=200)
 
 
 COUNT_NEGATIONS = [
@@ -260,21 +250,11 @@ def test_negated_counts_are_exact(schema: dict) -> None:
     """``not``, ``if`` and overlapping ``oneOf`` over ``minItems``/``maxItems``/``minProperties``/
     ``maxProperties`` (with ``type``, ``properties``, ``required``) are exact: strict mode compiles
     them, and the grammar agrees with ``jsonschema`` on small arrays, objects and scalars."""
-    jsonschema = pytest.importorskip("jsonschema")
-    from hypothesis import HealthCheck, given, settings
+    pytest.importorskip("jsonschema")
     from hypothesis import strategies as st
 
-    compiled = lg.compile(lg.Grammar.from_json_schema(schema, property_order="any"), byte_tokenizer())
-    validator = jsonschema.Draft202012Validator(schema)
     leaf = st.one_of(st.integers(-3, 3), st.sampled_from(["a", None, True]))
     value = st.one_of(leaf, st.lists(st.one_of(leaf, st.lists(leaf, max_size=2)), max_size=4),
                       st.dictionaries(st.sampled_from("abcd"), st.one_of(leaf, st.lists(leaf, max_size=2)),
                                       max_size=4))
-
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(value)
-    def agree(v: object) -> None:
-        text = json.dumps(v, separators=(",", ":"))
-        assert accepts(compiled, text) == validator.is_valid(v), (schema, text)
-
-    agree()
+    agrees_with_jsonschema(schema, value)
