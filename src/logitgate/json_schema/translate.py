@@ -226,9 +226,10 @@ class Translator:
         self._skip_conditionals = False
         self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
-        self._parts: dict[tuple, dict] = {}  # see _part_of
         """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
         such subschema, so that a ``$ref`` cycle through it is recognised."""
+        self._parts: dict[tuple, dict] = {}
+        """Schemas made of some of a subschema's keywords (``_part_of``), kept while translating."""
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -1416,8 +1417,8 @@ def _keep_in(vals: list[Any], allowed: list[Any]) -> list[Any]:
 class _Signature:
     """A ``oneOf`` branch as its disjointness check sees it: the JSON types it allows, the
     properties it requires, the ``const``/``enum`` values and the types it allows each property
-    (an empty set: ``false``), each property's subschemas, and, under ``additionalProperties: false`` with no
-    ``patternProperties``, the only property names it lets on (else None)."""
+    (an empty set: ``false``), each property's subschemas, and, under ``additionalProperties:
+    false`` with no ``patternProperties``, the only property names it lets on (else None)."""
 
     types: set[str]
     required: set[str]
