@@ -9,11 +9,9 @@ mathematical value satisfies every constraint. Bounds and ``multipleOf`` are ``i
 
 Allowed forms (the policy):
 
-* ``integer=True``: ``-?(0|[1-9][0-9]*)(\\.0+)?`` (``3.0`` is an integer for JSON Schema); with no
-  bounds (and no ``multipleOf`` but one every integer meets, such as 0.5), also the exponent forms
-  ``-?(0|[1-9][0-9]*)(\\.0+)?[eE]\\+?[0-9]+`` and ``-?[1-9]\\.[0-9]{0,8}[1-9][eE]\\+?[0-9]+`` whose
-  value is an integer (``1e+308``, ``1.5e+20`` as Python and JavaScript print large floats; the
-  exponent at least the number of fraction digits).
+* ``integer=True``: ``-?(0|[1-9][0-9]*)(\\.0+)?`` (``3.0`` is an integer for JSON Schema); no
+  exponent forms (a model could otherwise write ``1e999``, which a JSON reader turns into a float,
+  or infinity).
 * ``integer=False``, no bounds and no ``multipleOf``: the full JSON number syntax.
 * ``integer=False`` with bounds: every plain decimal ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` in range
   (any number of fraction digits, trailing zeros, ``-0``, ``-0.0``), plus the normalized
@@ -167,16 +165,6 @@ _NUMBER_SYNTAX = _cat(
     _opt(_cat(_E, _opt(_chars(("+", "+"), ("-", "-"))), _rep(_DIGIT, 1, None))),
 )
 _INTEGER_SYNTAX = _cat(_opt(_MINUS), _UINT, _POINT_ZEROS)
-_PLUS = _opt(_lit("+"))
-_INTEGER_EXPONENT_FORMS = _cat(_opt(_MINUS), _alt(
-    # a whole mantissa and a non-negative exponent: always an integer (1e+308, 25E3, 2.0e1)
-    _cat(_UINT, _POINT_ZEROS, _E, _PLUS, _rep(_DIGIT, 1, None)),
-    # one digit, f <= 9 fraction digits (the last not 0), an exponent of at least f (1.5e+20)
-    *(_cat(_NONZERO, _POINT, _rep(_DIGIT, f - 1, f - 1), _NONZERO, _E, _PLUS, _rep(_ZERO, 0, None),
-           _alt(_digit(f, 9), _cat(_NONZERO, _rep(_DIGIT, 1, None))))
-      for f in range(1, 10)),
-))
-_UNBOUNDED_INTEGER = _alt(_INTEGER_SYNTAX, _INTEGER_EXPONENT_FORMS)
 PLAIN_INTEGER = _cat(_opt(_MINUS), _UINT)
 """Integer texts without a fraction: draft 4's integers (it does not count ``3.0`` as one)."""
 
@@ -640,7 +628,7 @@ def number_node(
     if lo is None and hi is None:
         if multiple is not None:
             return multiple
-        return _UNBOUNDED_INTEGER if integer else _NUMBER_SYNTAX
+        return _INTEGER_SYNTAX if integer else _NUMBER_SYNTAX
     ranged = _signed(_integer_magnitude if integer else _decimal_magnitude, lo, hi)
     if multiple is None:
         return ranged
