@@ -611,25 +611,15 @@ class Translator:
                 return None
             return self.negate(self._deref(sub, "$ref"))
         keys = {k for k in s if k not in ANNOTATIONS or k == "format"}
-        if keys == {"not"}:  # not (not A) = A
-            return [sub.child(s["not"], "not")]
         combo = keys & {"allOf", "anyOf", "oneOf", "not"}
-        if combo and keys not in ({"anyOf"}, {"allOf"}):  # those two alone: below
+        if combo and keys != {"anyOf"}:  # a conjunction of parts (a double not, an allOf, ...)
             return self._negate_parts(sub, s, combo)
-        if "anyOf" in keys and keys <= {"anyOf"}:
+        if keys == {"anyOf"}:
             # not (A or B) = not A and not B: only when each negation is a single schema
             negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
             if any(n is None or len(n) != 1 for n in negs):
                 return None
             return [_Group([n[0] for n in negs])]  # type: ignore[index]
-        if "allOf" in keys and keys <= {"allOf"}:
-            out: list[Any] = []
-            for i, m in enumerate(s["allOf"]):
-                n = self.negate(sub.child(m, "allOf", i))
-                if n is None:
-                    return None
-                out.extend(n)
-            return out
         if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
             return [_negated(sub, s)]
         if keys <= _NEGATABLE_STRUCTURE:
@@ -664,10 +654,10 @@ class Translator:
         return None
 
     def _negate_parts(self, sub: Sub, s: dict, combo: set[str]) -> list[Any] | None:
-        """``negate`` of a schema with combinators (``combo``) beside other keywords: it is the
-        conjunction of its other keywords, its ``allOf`` members, its ``anyOf`` (or a one-member
-        ``oneOf``) and its ``not``, so its negation is the union of theirs (None when one cannot
-        be negated, or a ``oneOf`` has several members)."""
+        """``negate`` of a schema with combinators (``combo``), alone or beside other keywords: it
+        is the conjunction of its other keywords, its ``allOf`` members, its ``anyOf`` (or a
+        one-member ``oneOf``) and its ``not``, so its negation is the union of theirs (not (not
+        A) = A; None when a part cannot be negated, or a ``oneOf`` has several members)."""
         parts: list[Sub] = []
         rest = {k: v for k, v in s.items() if k not in combo}
         if any(k not in ANNOTATIONS or k == "format" for k in rest):
@@ -677,7 +667,7 @@ class Translator:
             if kw not in combo:
                 continue
             members = s[kw]
-            if not isinstance(members, list) or not members:
+            if not isinstance(members, list) or not (members or kw == "allOf"):
                 return None  # malformed: the keyword check reports it where the schema is used
             if kw == "allOf" or len(members) == 1:
                 parts.extend(sub.child(m, kw, i) for i, m in enumerate(members))
