@@ -1596,3 +1596,58 @@ def test_lexer_names_terminals_that_cannot_make_a_lexeme(bad, message):
     with pytest.raises(GrammarError) as e:
         build_lexer(cfg)
     assert str(e.value).startswith(message) and "X" not in str(e.value).split(":", 1)[1]
+
+
+FINAL_STATE_GRAMMARS = {
+    "json schema": lambda: lg.Grammar.from_json_schema({
+        "type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 8}, "n": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["a", "bc", True, None]}},
+            "sub": {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"]}},
+        "required": ["name", "n", "tags", "sub"]}),
+    "any json": lambda: lg.Grammar.json(),  # walked from after a `}`: random tokens rarely close a string
+    "lark, nothing ignored": lambda: lg.Grammar.from_lark(
+        'start: "(" item (";" item)* ")"\nitem: "yes" | "no" | NUM "!"\nNUM: /[0-9]{1,3}/'),
+    "gbnf": lambda: lg.Grammar.from_gbnf('root ::= "[" (val ("," val)*)? "]"\nval ::= "on" | "off" | root'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FINAL_STATE_GRAMMARS))
+def test_masks_at_lexer_states_nothing_continues_equal_the_walked_ones(name, real_tok, monkeypatch):
+    """``token_mask`` at a lexer state no byte continues, where a lexeme ends (``CFGEngine._final``:
+    a `}`, a key's closing `":`), takes the start state's mask after that lexeme without walking
+    from the state: equal to the walk's masks (``_final`` off) along random walks, and taken."""
+    import random
+
+    from logitgate.grammar import engine as engine_mod
+
+    from .oracles import walk_with_fast_path_off
+
+    grammar = FINAL_STATE_GRAMMARS[name]()
+    at_final = 0
+    original = engine_mod.CFGEngine.token_mask
+
+    def counting(self, st):
+        nonlocal at_final
+        at_final += self._final[st.lex]
+        return original(self, st)
+
+    def plain(self, st):
+        self._final = [False] * len(self._final)
+        return original(self, st)
+
+    monkeypatch.setattr(engine_mod.CFGEngine, "token_mask", counting)
+    for seed in range(3):
+        walk_with_fast_path_off(grammar, real_tok, monkeypatch, "token_mask", plain, random.Random(seed), 25,
+                                b'[[1],{"k":null}' if name == "any json" else b"", longest=False)
+    assert at_final > 0
+
+
+def test_no_shortcut_at_lexer_states_nothing_continues_when_some_terminal_is_ignored(tok_spm):
+    """With an ignored terminal (whitespace) a lexeme's end may be followed by an ignored one, which the
+    start state's mask does not cover: every state walks."""
+    g = lg.Grammar.from_lark('start: "(" WORD ")"\nWORD: /[a-z]+/\n%ignore " "')
+    engine = lg.compile(g, tok_spm, cache=False).engine
+    assert not any(engine._final)
+    json_engine = lg.compile(lg.Grammar.from_json_schema({"type": "array"}), tok_spm, cache=False).engine
+    assert any(json_engine._final)

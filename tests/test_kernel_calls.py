@@ -47,7 +47,7 @@ assert DISPATCH_ONLY
 # the argument types of every call from Python (a kernel's compile may add specialisations of
 # the kernels it calls, with their own types: those calls never go through DirectCalls)
 seen = {}
-for holder in (compiler._TK, dfa._AK, engine._EK, engine._BK):
+for holder in (compiler._TK, dfa._AK, engine._EK, engine._BK, engine._TK):
     for name, fn in list(vars(holder).items()):
         def record(*args, _fn=fn, _name=name):
             seen.setdefault(_name, set()).add(tuple(layout(typeof(a)) for a in args))
@@ -119,7 +119,7 @@ def test_direct_call_kernels_get_one_set_of_argument_types():
     # the workload reaches the kernels of every kind of step (a kernel it misses is not checked)
     assert {"dfa_walk", "first_batch_masks", "state_mask", "walk_tables", "regex_byte_dfa",
             "utf8_byte_dfa", "advance_bytes", "group_walk", "lexer_walk",
-            "eos_allowed", "push_row", "body_entry", "plain_chain"} <= used, sorted(set(counts) - used)
+            "eos_allowed", "push_row", "body_entry", "plain_chain", "copy_dups"} <= used, sorted(set(counts) - used)
 
 
 def _calls_to(kernel):

@@ -32,6 +32,7 @@ from .lexer import LexerTables, build_lexer
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
                        "merge_packed", "next_bytes", "push_row", "split_boundaries", "start_walk_apply",
                        "start_walk_class", "start_walk_index", "viable_bytes"))
+_TK = DirectCalls(trie_kernels, ("copy_dups",))
 _BK = DirectCalls(bk, ("body_entry", "body_steps", "parts_alike", "parts_closed", "parts_text", "plain_chain",
                       "plain_closure"))
 
@@ -110,6 +111,9 @@ _THREAD_SCRATCH = threading.local()
 
 _NO_STATES = np.zeros(0, np.int32)
 _NO_STATES.setflags(write=False)
+_NONE_FOUND = np.zeros(0, np.int32)
+"""A walk's boundary nodes and states when it found none (empty: never written; writable, as a
+walk's own arrays are)."""
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -335,6 +339,16 @@ class CFGEngine:
         self._reduce = reduce.tolist()
         # lexer states where some lexeme ends (else EOS needs no parser check there)
         self._ends = lx.acc_bits.any(axis=1)
+        # lexer states no byte goes on from, where a lexeme the parser sees ends (a key's closing
+        # `":`, a `}`), in a lexer with no ignored terminals: every token's first byte ends that
+        # lexeme, so the mask is the start state's after it (``token_mask``), without a walk
+        final = (lx.trans < 0).all(axis=1) & self._ends
+        final[lx.start] = False
+        if lx.ignore_bits.any():
+            final[:] = False
+        self._final = final.tolist()
+        # the bytes a lexeme can start with: the first bytes of the tokens after such a state
+        self._start_bytes = (lx.trans[lx.start] >= 0).astype(np.uint8)
         self._mask_bytes = 0
         self._lock = threading.Lock()
         self._tls = threading.local()  # per-thread scratch (the boundary walk's row memo)
@@ -365,6 +379,7 @@ class CFGEngine:
         # the vocabulary's StringBodySplit (built once per vocabulary, at the first grammar's
         # compile rather than in the middle of a generation); small vocabularies walk in full
         self._string_body = trie.string_body if trie.n_tokens >= 1024 else None
+        self._n_nodes = trie.n_nodes
         probe = self.new_state()
         if not probe.chart.row_exp[0].any() and not probe.chart.row_acc[0]:
             from ..errors import GrammarError
@@ -400,23 +415,26 @@ class CFGEngine:
         if mask is not None:
             return mask
         ch = st.chart
-        last = ch.n_rows - 1
         trie = self.trie
-        hit = self._partial_mask(st.lex, ch.row_exp[last])
-        if hit[7] != st.lex:  # shared with a state that behaves alike (_alike_entry): so is the mask
-            twin = self._masks.get((hit[7], key[1]))
-            if twin is not None:
-                self._keep_mask(key, twin)
-                return twin
-        inside, first_bytes = hit[0], hit[2]
-        out = inside.copy()
-        self._boundaries(out, hit, ch)
-        if first_bytes is not None:
-            self._after_first_byte(st, first_bytes, out)
+        if self._final[st.lex]:  # the lexeme ends before any token: no walk from this state
+            out = np.zeros(self.mask_words, np.uint32)
+            self._after_first_byte(st, self._start_bytes, out)
+        else:
+            hit = self._partial_mask(st.lex, ch.row_exp[ch.n_rows - 1])
+            if hit[7] != st.lex:  # shared with a state that behaves alike (_alike_entry): so is the mask
+                twin = self._masks.get((hit[7], key[1]))
+                if twin is not None:
+                    self._keep_mask(key, twin)
+                    return twin
+            first_bytes = hit[2]
+            out = hit[0].copy()
+            self._boundaries(out, hit, ch)
+            if first_bytes is not None:
+                self._after_first_byte(st, first_bytes, out)
         self.n_walks += 1
         # tokens with the same bytes as an earlier id
         if trie.dup_first.size:
-            trie_kernels.copy_dups(out, trie.dup_first, trie.dup_other)
+            _TK.copy_dups(out, trie.dup_first, trie.dup_other)
         words = out.view(np.int32)
         if st.eos_allowed():
             for w, bits in self._eos_at:
@@ -538,7 +556,7 @@ class CFGEngine:
             # plain tokens from a table, the others walked in their own trie; the tokens starting
             # with a byte that leaves the body another way, in the full trie (a chained entry)
             inside, bnd_node, bnd_state, trie, elsewhere = body
-            if elsewhere.any():
+            if np.count_nonzero(elsewhere):  # (ndarray.any costs ~2 us)
                 chained = self._partial_mask(lex, exp, elsewhere)
                 inside = inside | chained[0]
         else:
@@ -551,15 +569,16 @@ class CFGEngine:
             inside, bnd_node, bnd_state, trie = self._lexer_walk(lex, exp, first_ok)
         # boundaries at the first byte (the current lexeme ends before the token) are finished by
         # _after_first_byte; the rest, grouped by lexer state, by the boundary walk
-        first_bytes = np.zeros(256, np.uint8)
+        first_bytes = None
         if bnd_node.shape[0]:
+            first_bytes = np.zeros(256, np.uint8)
             groups, dn, ds, n_first, any_raw = _EK.split_boundaries(trie.nodes, trie.subtree_end, bnd_node, bnd_state,
                                                                     MERGE_LIMIT, first_bytes)
             pending = [dn, ds, 0] if any_raw else None  # big groups left raw: merge once reused
         else:  # no token leaves the lexeme (a key's middle letters): nothing for the boundary walk
             groups, pending, n_first = _no_groups(trie), None, 0
-        if chained is not None and chained[2] is not None:
-            first_bytes |= chained[2]  # kept only when some bit is set
+        if chained is not None and chained[2] is not None:  # kept only when some bit is set
+            first_bytes = chained[2].copy() if first_bytes is None else first_bytes | chained[2]
             n_first = 1
         hit = (inside, groups, first_bytes if n_first else None, bnd_node, trie, pending, chained, lex)
         if t_walk and time.perf_counter_ns() - t_walk >= ALIKE_WORTH_NS:
@@ -667,11 +686,11 @@ class CFGEngine:
         walks of a big lexer, and cheap walks are not worth one), else None; and the class."""
         lx = self.lexer
         mixed, fork, base_kind = self._start_class
-        lazy_on = lx.lazy_bits & (exp | lx.ignore_bits) if lx.has_lazy else np.zeros_like(exp)
+        lazy_on = lx.lazy_bits & (exp | lx.ignore_bits) if lx.has_lazy else None
         cls = np.zeros(mixed.shape[0] + fork.shape[0], np.uint8)
         if cls.shape[0]:
             _EK.start_walk_class(self.L, exp, mixed, fork, cls)
-        key = lazy_on.tobytes() + cls.tobytes()
+        key = (b"" if lazy_on is None else lazy_on.tobytes()) + cls.tobytes()  # one lazy class when none is lazy
         rec = self._start_walks.get(key)
         if rec is not None:
             return rec, key
@@ -684,7 +703,8 @@ class CFGEngine:
         kind[mixed] = np.array([0, 2, 1], np.uint8)[cls[:mixed.shape[0]]]
         follow = np.ones(lx.n_states, np.uint8)
         follow[fork] = cls[mixed.shape[0]:]
-        stop = (lx.acc_bits & lazy_on).any(axis=1).astype(np.uint8)
+        stop = np.zeros(lx.n_states, np.uint8) if lazy_on is None else \
+            (lx.acc_bits & lazy_on).any(axis=1).astype(np.uint8)
         rec = _StartWalk(self, kind, stop, follow)
         with self._lock:
             self._start_walks[key] = rec
@@ -719,6 +739,8 @@ class CFGEngine:
         bnd_node, bnd_state = self._boundary_scratch()
         nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
                                 bnd_node, bnd_state))
+        if nb == 0:  # a key's middle letters, say
+            return inside, _NONE_FOUND, _NONE_FOUND, trie
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
 
     def _boundary_scratch(self) -> tuple[np.ndarray, np.ndarray]:
@@ -726,7 +748,7 @@ class CFGEngine:
         of the vocabulary's trie (the string bodies' ``rest`` tries are subsets of it). A walk
         copies out what it found before the scratch is used again, so every engine of the thread
         shares it (a new compiled grammar's first mask does not allocate its own)."""
-        n = self.trie.n_nodes
+        n = self._n_nodes
         scratch = getattr(_THREAD_SCRATCH, "boundaries", None)
         if scratch is None or scratch[0].shape[0] < n:
             scratch = _THREAD_SCRATCH.boundaries = (np.empty(n, np.int32), np.empty(n, np.int32))
@@ -905,7 +927,7 @@ class CFGEngine:
         succ, n_first = _BK.body_entry(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), elsewhere, first_mids)
         if succ < 0:
             return None  # a lexeme ends here, or most plain characters do: the full walk is short
-        several = bool(elsewhere.any())
+        several = bool(np.count_nonzero(elsewhere))
         if several and self._plain_closed(lex, exp):
             return CLOSED_BODY  # a key's first letters where any key may follow, say
         chain = self._plain_chain(R, exp.tobytes(), succ, split.max_chars - 1)
@@ -921,7 +943,7 @@ class CFGEngine:
         first byte is in ``elsewhere`` (a non-ASCII lead byte there stands for all of them):
         read-only, cached per vocabulary (``split.plain_rows``), as the same few byte sets (a
         schema's key letters, say) recur in every grammar."""
-        key = (n, elsewhere.tobytes() if elsewhere.any() else b"")
+        key = (n, elsewhere.tobytes() if np.count_nonzero(elsewhere) else b"")
         row = split.plain_rows.get(key)
         if row is None:
             row = split.cumulative[n]
