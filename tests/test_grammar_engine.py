@@ -1616,7 +1616,9 @@ FINAL_STATE_GRAMMARS = {
 def test_masks_at_lexer_states_nothing_continues_equal_the_walked_ones(name, real_tok, monkeypatch):
     """``token_mask`` at a lexer state no byte continues, where a lexeme ends (``CFGEngine._final``:
     a `}`, a key's closing `":`), takes the start state's mask after that lexeme without walking
-    from the state: equal to the walk's masks (``_final`` off) along random walks, and taken."""
+    from the state; EOS is refused without the parser where the lexeme that ends is none a text
+    can end with (``_may_end``: a number inside an object). Masks, EOS bits included, equal those
+    with both off along random walks, and both were taken."""
     import random
 
     from logitgate.grammar import engine as engine_mod
@@ -1624,23 +1626,25 @@ def test_masks_at_lexer_states_nothing_continues_equal_the_walked_ones(name, rea
     from .oracles import walk_with_fast_path_off
 
     grammar = FINAL_STATE_GRAMMARS[name]()
-    at_final = 0
+    at_final = no_end = 0
     original = engine_mod.CFGEngine.token_mask
 
     def counting(self, st):
-        nonlocal at_final
+        nonlocal at_final, no_end
         at_final += self._final[st.lex]
+        no_end += bool(self._ends[st.lex]) and not self._may_end[st.lex]
         return original(self, st)
 
     def plain(self, st):
         self._final = [False] * len(self._final)
+        self._may_end = self._ends.tolist()
         return original(self, st)
 
     monkeypatch.setattr(engine_mod.CFGEngine, "token_mask", counting)
     for seed in range(3):
         walk_with_fast_path_off(grammar, real_tok, monkeypatch, "token_mask", plain, random.Random(seed), 25,
                                 b'[[1],{"k":null}' if name == "any json" else b"", longest=False)
-    assert at_final > 0
+    assert at_final > 0 and no_end > 0
 
 
 def test_no_shortcut_at_lexer_states_nothing_continues_when_some_terminal_is_ignored(tok_spm):
@@ -1651,3 +1655,15 @@ def test_no_shortcut_at_lexer_states_nothing_continues_when_some_terminal_is_ign
     assert not any(engine._final)
     json_engine = lg.compile(lg.Grammar.from_json_schema({"type": "array"}), tok_spm, cache=False).engine
     assert any(json_engine._final)
+
+
+def test_last_terminals_follow_nullable_tails():
+    """``_last_terminals``: a text ends with the last symbol of a start rule, or an earlier one
+    when those after it are nullable, through nonterminals; never with a terminal only in the
+    middle."""
+    from logitgate.grammar.engine import _last_terminals
+
+    # terminals 0..3 (a b c d); nonterminals S'=4 (k=0), S=5, T=6 (nullable), U=7
+    rules = [(0, (5,)), (1, (0, 6)), (1, (7, 3, 6, 6)), (2, (2,)), (2, ()), (3, (1,))]
+    last = _last_terminals(rules, 4, 4, [False, False, True, False])
+    assert last.tolist() == [True, False, True, True]  # a (T empty), c (T), d (T T empty); b only before d

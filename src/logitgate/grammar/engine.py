@@ -26,7 +26,7 @@ from ..kernels import earley_kernels as ek
 from ..kernels import trie_kernels
 from ..limits import check_deadline, get_limits
 from .cfg import CFG
-from .lexer import LexerTables, build_lexer
+from .lexer import LexerTables, bits_of, build_lexer
 
 # the kernels a step calls, without numba's per-call type dispatch (see kernels.DirectCalls)
 _EK = DirectCalls(ek, ("advance_bytes", "end_and_push", "eos_allowed", "group_walk", "lexeme_signature", "lexer_walk",
@@ -122,6 +122,32 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _last_terminals(rules: list, t: int, n_nt: int, nullable: list[bool]) -> np.ndarray:
+    """Per terminal, whether a whole text can end with it: the last symbol of a rule of the
+    start symbol, and the symbol before it while those after are nullable, through nonterminals
+    (terminals are ``0..t-1``, nonterminal ``k`` is symbol ``t + k``, the start is ``k = 0``)."""
+    rules_of: list[list[tuple]] = [[] for _ in range(n_nt)]
+    for lhs, rhs in rules:
+        rules_of[lhs].append(rhs)
+    last = np.zeros(t, np.bool_)
+    seen = [False] * n_nt
+    seen[0] = True
+    stack = [0]
+    while stack:
+        for rhs in rules_of[stack.pop()]:
+            for sym in reversed(rhs):
+                if sym < t:
+                    last[sym] = True
+                    break
+                nt = sym - t
+                if not seen[nt]:
+                    seen[nt] = True
+                    stack.append(nt)
+                if not nullable[nt]:
+                    break
+    return last
+
+
 class ParserTables:
     """Flat Earley tables of a BNF grammar (see ``kernels.earley_kernels`` for the layout)."""
 
@@ -172,6 +198,7 @@ class ParserTables:
         self.nullable = _ro(np.asarray(nullable, dtype=np.uint8))
         assert cfg.rules[0][0] == 0 and len(cfg.rules[0][1]) == 1
         self.accept_dr = base[0] + 1
+        self.last = _ro(_last_terminals(cfg.rules, t, n_nt, nullable))
 
     def args(self) -> tuple:
         return (self.dr_next, self.dr_lhs, self.pred_ptr, self.pred_dr, self.nullable, self.n_term, self.accept_dr)
@@ -339,6 +366,10 @@ class CFGEngine:
         self._reduce = reduce.tolist()
         # lexer states where some lexeme ends (else EOS needs no parser check there)
         self._ends = lx.acc_bits.any(axis=1)
+        # lexer states where a lexeme the text can end with (or an ignored one) ends: elsewhere
+        # EOS needs no parser check either (a key's `":`, a number inside an object)
+        last = bits_of(self.tables.last, lx.acc_bits.shape[1])[0] | lx.ignore_bits
+        self._may_end = ((lx.acc_bits & last).any(axis=1)).tolist()
         # lexer states no byte goes on from, where a lexeme the parser sees ends (a key's closing
         # `":`, a `}`), in a lexer with no ignored terminals: every token's first byte ends that
         # lexeme, so the mask is the start state's after it (``token_mask``), without a walk
@@ -1147,8 +1178,8 @@ class ParseState:
 
     def eos_allowed(self) -> bool:
         eng = self.engine
-        if self.lex != eng.lexer.start and not eng._ends[self.lex]:
-            return False  # inside a lexeme that cannot end here
+        if self.lex != eng.lexer.start and not eng._may_end[self.lex]:
+            return False  # inside a lexeme that cannot end here, or not the text with it
         ch = self.chart
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
