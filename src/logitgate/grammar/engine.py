@@ -1178,9 +1178,11 @@ class ParseState:
 
     def eos_allowed(self) -> bool:
         eng = self.engine
-        if self.lex != eng.lexer.start and not eng._may_end[self.lex]:
-            return False  # inside a lexeme that cannot end here, or not the text with it
         ch = self.chart
+        if self.lex == eng.lexer.start:  # between lexemes: whether the last row accepts
+            return bool(ch.row_acc[ch.meta.item(0) - 1])
+        if not eng._may_end[self.lex]:
+            return False  # inside a lexeme that cannot end here, or not the text with it
         scan = np.zeros(eng.tables.n_words, np.uint64)
         rows0 = ch.n_rows
         while True:
