@@ -111,9 +111,6 @@ _THREAD_SCRATCH = threading.local()
 
 _NO_STATES = np.zeros(0, np.int32)
 _NO_STATES.setflags(write=False)
-_NONE_FOUND = np.zeros(0, np.int32)
-"""A walk's boundary nodes and states when it found none (empty: never written; writable, as a
-walk's own arrays are)."""
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -364,16 +361,15 @@ class CFGEngine:
         reduce = ~(lx.reach_bits & lx.ignore_bits).any(axis=1)
         reduce[lx.start] = False
         self._reduce = reduce.tolist()
-        # lexer states where some lexeme ends (else EOS needs no parser check there)
-        self._ends = lx.acc_bits.any(axis=1)
+        ends = lx.acc_bits.any(axis=1)  # lexer states where some lexeme ends
         # lexer states where a lexeme the text can end with (or an ignored one) ends: elsewhere
-        # EOS needs no parser check either (a key's `":`, a number inside an object)
+        # EOS needs no parser check (inside a lexeme; a key's `":`, a number inside an object)
         last = bits_of(self.tables.last, lx.acc_bits.shape[1])[0] | lx.ignore_bits
         self._may_end = ((lx.acc_bits & last).any(axis=1)).tolist()
         # lexer states no byte goes on from, where a lexeme the parser sees ends (a key's closing
         # `":`, a `}`), in a lexer with no ignored terminals: every token's first byte ends that
         # lexeme, so the mask is the start state's after it (``token_mask``), without a walk
-        final = (lx.trans < 0).all(axis=1) & self._ends
+        final = (lx.trans < 0).all(axis=1) & ends
         final[lx.start] = False
         if lx.ignore_bits.any():
             final[:] = False
@@ -770,8 +766,8 @@ class CFGEngine:
         bnd_node, bnd_state = self._boundary_scratch()
         nb = int(_EK.lexer_walk(trie.nodes, trie.subtree_end, trie.max_depth, self.L, lex, exp, first_ok, inside,
                                 bnd_node, bnd_state))
-        if nb == 0:  # a key's middle letters, say
-            return inside, _NONE_FOUND, _NONE_FOUND, trie
+        if nb == 0:  # a key's middle letters, say: no kernel is handed empty boundaries
+            return inside, _NO_STATES, _NO_STATES, trie
         return inside, bnd_node[:nb].copy(), bnd_state[:nb].copy(), trie
 
     def _boundary_scratch(self) -> tuple[np.ndarray, np.ndarray]:

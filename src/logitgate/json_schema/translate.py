@@ -176,6 +176,11 @@ def _is_integral(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, Decimal) and v == v.to_integral_value()
 
 
+def _types_of(vals: list[Any]) -> set[str]:
+    """The ``type`` names the values ``vals`` have ("integer" too for a whole number)."""
+    return {_type_of(v) for v in vals} | ({"integer"} if any(_is_integral(v) for v in vals) else set())
+
+
 @functools.lru_cache(maxsize=4096)
 def _word(hint: str) -> str:
     """``hint`` as a name: runs of other characters than ASCII letters, digits and ``_`` become
@@ -760,7 +765,7 @@ class Translator:
         if types is None:
             return None
         if "const" in s:
-            types &= {_type_of(s["const"])} | ({"integer"} if _is_integral(s["const"]) else set())
+            types &= _types_of([s["const"]])
         required, props = s.get("required") or [], s.get("properties") or {}
         if not isinstance(required, list) or not isinstance(props, dict):
             return None  # malformed: the keyword check reports it where the schema is used
@@ -778,8 +783,7 @@ class Translator:
                 t = _type_set(ps)
                 if t is not None:
                     if p in values:
-                        t &= {_type_of(v) for v in values[p]} | \
-                            ({"integer"} if any(_is_integral(v) for v in values[p]) else set())
+                        t &= _types_of(values[p])
                     prop_types[p] = t
         closed = s.get("additionalProperties") is False and not s.get("patternProperties")
         sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types, prop_subs,
