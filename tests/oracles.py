@@ -1,12 +1,51 @@
 """Test oracles: a brute-force token mask (every token's bytes stepped through the DFA, no trie),
-canonical tokenizations from the tokenizers' own libraries, and random valid strings."""
+canonical tokenizations from the tokenizers' own libraries, random valid strings, and Python's
+``re`` with a time limit."""
 from __future__ import annotations
 
 import random
+import re
+import signal
+import threading
 
 import numpy as np
+from hypothesis import reject
 
 from logitgate.automata import ByteDFA
+
+
+ORACLE_SECONDS = 2.0
+"""Longest one ``re`` match of :func:`fullmatches` may take. Python's ``re`` backtracks: a
+generated pattern that nests repetitions (``(?:(?:a?)*)+``, say) can run for hours on a text of a
+dozen characters (a CI run hung 18 minutes in ``test_nested_single_operand``)."""
+
+
+class _OracleTimeout(Exception):
+    pass
+
+
+def _expire(signum: int, frame: object) -> None:
+    raise _OracleTimeout
+
+
+def fullmatches(pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern.fullmatch(text)`` as an oracle: past ``ORACLE_SECONDS`` it cannot answer, and the
+    hypothesis example is discarded (``reject``) rather than the run hanging. No limit off the main
+    thread or without ``setitimer``."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return pattern.fullmatch(text) is not None
+    old = signal.signal(signal.SIGALRM, _expire)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, ORACLE_SECONDS)
+            return pattern.fullmatch(text) is not None  # _sre checks for signals as it runs
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _OracleTimeout:
+        reject()
+        raise  # not reached: reject raises
+    finally:
+        signal.signal(signal.SIGALRM, old)
 
 
 class BruteForceMasks:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import itertools
 import re
-import signal
-import threading
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logitgate.automata import build_dfa, regex_dfa
@@ -33,6 +31,8 @@ from logitgate.automata.boolean import (
 from logitgate.errors import CompileError
 from logitgate.regex.ast import Alt, Automaton, CharClass, Concat, Empty, Node, Repeat
 from logitgate.regex.parser import parse
+
+from .oracles import fullmatches
 
 Pred = Callable[[str], bool]
 
@@ -60,41 +60,9 @@ TEXTS = st.lists(st.text(TEXT_ALPHABET, max_size=7), min_size=1, max_size=20)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-ORACLE_SECONDS = 2.0
-"""Longest one ``fullmatch`` of the oracle, Python's backtracking ``re``, may take. A generated
-pattern that nests repetitions (``(?:(?:a?)*)+``, say) can backtrack for hours on a text of a
-dozen characters (a CI run hung 18 minutes in ``test_nested_single_operand``): the oracle cannot
-answer, so the example is discarded (hypothesis ``reject``) instead."""
-
-
-class _OracleTimeout(Exception):
-    pass
-
-
-def _expire(signum: int, frame: object) -> None:
-    raise _OracleTimeout
-
-
 def full(pattern: str) -> Pred:
     compiled = re.compile(pattern)
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return lambda s: compiled.fullmatch(s) is not None
-
-    def match(s: str) -> bool:
-        old = signal.signal(signal.SIGALRM, _expire)
-        try:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, ORACLE_SECONDS)
-                return compiled.fullmatch(s) is not None  # _sre checks for signals as it runs
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        except _OracleTimeout:
-            reject()
-            raise  # not reached: reject raises
-        finally:
-            signal.signal(signal.SIGALRM, old)
-
-    return match
+    return lambda s: fullmatches(compiled, s)
 
 
 def assert_language(node: Node, oracle: Pred, texts: list[str]) -> None:
