@@ -456,3 +456,113 @@ def test_if_then_on_one_discriminator_is_exact_without_exploding(tok_spm):
         m = lg.Matcher(compiled)
         got = m.accept_bytes(json.dumps(v, separators=(",", ":")).encode()) and m.is_accepting()
         assert got == validator.is_valid(v), v
+
+
+# ---------------------------------------------------------------------------------------------
+# Long strings lexed in pieces (Translator.length_string)
+# ---------------------------------------------------------------------------------------------
+
+_LONG_CHARS = ["a", "é", "😀", "\n", '"', "\\", "z", "€"]
+
+
+def _text_of(n: int, rnd: random.Random) -> str:
+    return "".join(rnd.choice(_LONG_CHARS) for _ in range(n))
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Pieces of 3 code points: every bound past 3 takes the piece grammar."""
+    from logitgate.json_schema import translate
+
+    monkeypatch.setattr(translate, "PIECE_LENGTH", 3)
+
+
+def _length_schemas(lo: int, hi: int | None) -> list[tuple[dict, str]]:
+    s: dict = {"type": "string"}
+    if lo:
+        s["minLength"] = lo
+    if hi is not None:
+        s["maxLength"] = hi
+    return [(s, "{}"),
+            ({"type": "object", "properties": {"a": s, "b": {"type": "string"}}, "required": ["a"]},
+             '{{"a":{},"b":"plain","c":"more"}}'),
+            ({"type": "array", "items": {"anyOf": [s, {"type": "integer"}]}}, "[1,{}]")]
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 4), (2, 7), (4, None), (7, 7), (5, 9), (0, 11), (10, None)])
+def test_long_lengths_in_pieces_are_exact(small_pieces, lo: int, hi: int | None) -> None:
+    """Every length from 0 to 14, in every encoding, inside objects and arrays, is accepted
+    exactly when it is within the bounds; strict mode reports nothing."""
+    rnd = random.Random(lo * 31 + (hi or 99))
+    for schema, frame in _length_schemas(lo, hi):
+        g = lg.Grammar.from_json_schema(schema)
+        assert g.relaxed == []
+        c = lg.compile(g, byte_tokenizer())
+        for n in range(15):
+            s = _text_of(n, rnd)
+            for text in (json.dumps(s), json.dumps(s, ensure_ascii=False)):
+                want = lo <= n and (hi is None or n <= hi)
+                assert accepts(c, frame.format(text)) == want, (schema, n, text)
+
+
+def test_long_lengths_at_the_default_piece_length() -> None:
+    """Bounds far past a piece (300, 1000): strict mode compiles them, exact at the bound."""
+    rnd = random.Random(7)
+    c = compiled({"type": "string", "maxLength": 300})
+    for n, want in ((0, True), (64, True), (65, True), (299, True), (300, True), (301, False), (640, False)):
+        assert accepts(c, json.dumps(_text_of(n, rnd))) == want, n
+    c = compiled({"type": "object", "properties": {"d": {"type": "string", "minLength": 1000}}, "required": ["d"]})
+    assert accepts(c, '{"d":' + json.dumps(_text_of(1000, rnd), ensure_ascii=False) + "}")
+    assert not accepts(c, '{"d":' + json.dumps(_text_of(999, rnd)) + "}")
+
+
+def test_pieces_fall_back_where_another_lexeme_runs_past_them(small_pieces) -> None:
+    """A pattern string expected where a long string is would run past the first piece: the
+    schema's strings are whole lexemes again (exact up to the cap of 256, relaxed and reported
+    past it), and no valid string is refused. Apart, pieces are kept, exact."""
+    import jsonschema
+
+    rnd = random.Random(3)
+    for hi in (9, 300):
+        together = {"anyOf": [{"type": "string", "maxLength": hi}, {"type": "string", "pattern": "^a+$"}]}
+        g = lg.Grammar.from_json_schema(together, strict=False)
+        assert any("maxLength" in why for _, why in g.relaxed) == (hi > 256), g.relaxed
+        c = lg.compile(g, byte_tokenizer())
+        valid = jsonschema.Draft202012Validator(together).is_valid
+        for n in (*range(14), 299, 300, 301, 400):
+            for s in (_text_of(n, rnd), "a" * n, "b" * n):
+                if valid(s):
+                    assert accepts(c, json.dumps(s)), (hi, s)
+                elif not g.relaxed:
+                    assert not accepts(c, json.dumps(s)), (hi, s)
+    apart = {"type": "object", "properties": {"long": {"type": "string", "maxLength": 300},
+                                              "pat": {"type": "string", "pattern": "^a+$"}}}
+    c = compiled(apart)  # strict: nothing relaxed
+    assert accepts(c, '{"long":"' + "b" * 300 + '","pat":"' + "a" * 12 + '"}')
+    assert not accepts(c, '{"long":"' + "b" * 301 + '"}')
+
+
+def test_piece_masks_match_brute_force(tok_spm, monkeypatch) -> None:
+    """Tokens crossing the pieces' boundaries: every mask along a document equals the per-token
+    brute force on a sample of the vocabulary."""
+    from logitgate.json_schema import translate
+
+    monkeypatch.setattr(translate, "PIECE_LENGTH", 5)
+    schema = {"type": "object", "properties": {"d": {"type": "string", "maxLength": 40}, "e": {"type": "string"}},
+              "required": ["d", "e"]}
+    c = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm)
+    data = ('{"d":"the quick brown fox jumps over it","e":"an unbounded string, in pieces too"}').encode()
+    m = lg.Matcher(c)
+    rng = random.Random(1)
+    pos = 0
+    while pos < len(data):
+        allowed = m.allowed_token_ids()
+        allowed_set = set(allowed.tolist())
+        sample = sorted(set(rng.sample(range(tok_spm.vocab_size), 1500)) | set(allowed[:300].tolist()))
+        for t in sample:
+            assert (t in allowed_set) == m.fork().accept_token(t), (pos, t)
+        best = max((t for t in allowed.tolist() if data.startswith(tok_spm.token_bytes(t), pos)),
+                   key=lambda t: len(tok_spm.token_bytes(t)))
+        assert m.accept_token(best)
+        pos += len(tok_spm.token_bytes(best))
+    assert m.is_accepting()

@@ -12,7 +12,9 @@ and ``re`` as the oracle.
   like the equivalent tree;
 * the keys other than a set of names (``other_keys_node``, built directly) give the same minimal
   DFA as the boolean difference of any string and the names' literals, through each way the
-  DFA builder reads them, and accept a text iff it decodes to a string that is not a name.
+  DFA builder reads them, and accept a text iff it decodes to a string that is not a name;
+* counted strings and their pieces (``counted_string_node``, built directly) give the same
+  minimal DFA as the quotes around ``encode_content(length_node(...))``, the same ways.
 """
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ from hypothesis import strategies as st
 from logitgate.automata.boolean import difference
 from logitgate.automata.dfa import ByteDFA, build_dfa, regex_dfa
 from logitgate.json_schema.strings import (
+    _QUOTE,
     any_string_node,
+    counted_string_node,
     other_keys_node,
     encode_automaton,
     encode_content,
@@ -386,3 +390,60 @@ def test_other_keys_node_is_keyed_by_the_name_set_and_pickles() -> None:
     assert again == a
     assert _same_dfa(build_dfa([again, _DIGITS]), build_dfa([a, _DIGITS]))
     assert _same_dfa(build_dfa([Concat((again, _COLON))]), build_dfa([Concat((_names_difference(["x", "y"]), _COLON))]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Counted strings and pieces of strings
+# ---------------------------------------------------------------------------------------------
+
+def _counted_oracle(lo: int, hi: int | None, opening: bool, closing: bool) -> Node:
+    items = [_QUOTE] if opening else []
+    items.append(encode_content(length_node(lo, hi)))
+    if closing:
+        items.append(_QUOTE)
+    return Concat(tuple(items))
+
+
+@settings(max_examples=80, deadline=None)
+@given(lo=st.integers(0, 6), span=st.one_of(st.none(), st.integers(0, 5)), opening=st.booleans(),
+       closing=st.booleans())
+def test_counted_string_node_is_the_length_tree(lo: int, span: int | None, opening: bool, closing: bool) -> None:
+    if not (opening or closing or lo):
+        lo = 1  # a lexeme is never empty
+    hi = None if span is None else lo + span
+    direct = counted_string_node(lo, hi, opening, closing)
+    assert isinstance(direct, TableAutomaton)
+    oracle = _counted_oracle(lo, hi, opening, closing)
+    # a union part followed by a literal (byte builder, or the character table when there is no
+    # closing quote), a union part alone, one pattern (the position NFA from the table's edges)
+    for wrap in (lambda n: [Concat((n, _COLON)), _DIGITS], lambda n: [n, _DIGITS],
+                 lambda n: [Concat((n, _COLON))], lambda n: [Alt((n, _DIGITS))]):
+        assert _same_dfa(build_dfa(wrap(direct)), build_dfa(wrap(oracle))), (lo, hi, opening, closing)
+    if hi is not None:  # and the bounds are the ones asked for
+        assert not _same_dfa(build_dfa([direct]), build_dfa([_counted_oracle(lo, hi + 1, opening, closing)]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(s=st.text(CHARS, max_size=9), seed=st.integers(0, 2**32))
+def test_counted_string_counts_code_points(s: str, seed: int) -> None:
+    for lo, hi in ((2, 5), (0, 3), (4, None), (7, 7)):
+        dfa = _counted_dfa(lo, hi)
+        for text in encodings(s, seed):
+            assert dfa.matches(text.encode("utf-8", "surrogatepass")) == (lo <= len(s) and (hi is None or len(s) <= hi))
+
+
+@functools.cache
+def _counted_dfa(lo: int, hi: int | None) -> ByteDFA:
+    return build_dfa([counted_string_node(lo, hi)])
+
+
+def test_counted_string_node_checks_bounds_and_pickles() -> None:
+    import pickle
+
+    with pytest.raises(ValueError):
+        counted_string_node(3, 2)
+    with pytest.raises(ValueError):
+        counted_string_node(-1, 2)
+    a = counted_string_node(2, 300, True, False)
+    assert a == counted_string_node(2, 300, True, False) and a != counted_string_node(2, 300, True, True)
+    assert pickle.loads(pickle.dumps(a)) == a

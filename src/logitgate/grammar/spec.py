@@ -252,16 +252,18 @@ class Grammar:
     @staticmethod
     def _translate_schema(schema: Any, whitespace: str, property_order: str, strict: bool, registry: Any) -> tuple:
         """``(loaded, translation, cfg, lexer)``, relaxing string constraints level by level while
-        the lexer is over ``Limits.max_json_lexer_states``."""
+        the lexer is over ``Limits.max_json_lexer_states``; long strings lexed in pieces unless
+        another lexeme could run past their first piece (``json_schema.translate.piece_conflicts``)."""
         from ..errors import GrammarError, LimitError, SchemaError, SchemaLimitError
         from ..json_schema import schema_to_ir
-        from ..json_schema.translate import MAX_LEVEL
+        from ..json_schema.translate import MAX_LEVEL, piece_conflicts
         from .cfg import lower
         from .lexer import build_lexer
 
-        for level in range(MAX_LEVEL + 1):
+        level, pieces = 0, True
+        while True:
             loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
-                                      registry=registry, level=level)
+                                      registry=registry, level=level, pieces=pieces)
             try:
                 cfg = lower(tr.ir, warn=False)
             except LimitError as e:
@@ -271,16 +273,20 @@ class Grammar:
                     raise SchemaError("no JSON document satisfies this schema", pointer="") from None
                 raise
             try:
-                return loaded, tr, cfg, build_lexer(cfg, limit="max_json_lexer_states")
+                lexer = build_lexer(cfg, limit="max_json_lexer_states")
             except LimitError as e:
-                if e.limit != "max_json_lexer_states" or level < MAX_LEVEL:
-                    if e.limit != "max_json_lexer_states":
-                        raise _as_schema_limit(e) from None
+                if e.limit != "max_json_lexer_states":
+                    raise _as_schema_limit(e) from None
+                if level < MAX_LEVEL:
+                    level += 1
                     continue
                 raise SchemaLimitError("the schema's string and number constraints need too large a lexer "
                                        f"(more than {e.value} states, even with every relaxation level)",
                                        limit=e.limit, value=e.value, pointer="") from None
-        raise AssertionError("unreachable")
+            if pieces and piece_conflicts(tr, cfg, lexer):
+                pieces = False  # long strings as whole lexemes: past the level's cap, relaxed (reported)
+                continue
+            return loaded, tr, cfg, lexer
 
     @classmethod
     def from_recognizer(cls, recognizer: Any, *, name: str | None = None) -> "Grammar":

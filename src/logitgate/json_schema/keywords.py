@@ -89,8 +89,11 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("$schema", "any", "reference", "all", "Selects the draft (the default is 2020-12)."),
     _k("$vocabulary", "any", "reference", "2019-09+"),
     # -- strings ----------------------------------------------------------------------------
-    _k("minLength", "string", "bounded", "all", "In code points, exact up to 256; above that, not enforced "
-       "(reported)."),
+    _k("minLength", "string", "bounded", "all", "In code points, exact at any bound when lengths are a "
+       "string's only constraints (past 64, the string is lexed in pieces of 64; where another value "
+       "lexeme could run on past the first piece, such as a pattern's, the schema's lengths fall back to "
+       "the rule below). Together with a pattern or an asserted format: exact up to 256, not enforced "
+       "above (reported)."),
     _k("maxLength", "string", "bounded", "all", "As `minLength`."),
     _k("pattern", "string", "partial", "all", "ECMA-262 syntax with search semantics (unanchored). Lookaheads "
        "in the pattern's top-level sequence (`^(?!@@)\\w+$`, `^(?=.*\\d).{8,}$`) and tempered repetitions "

@@ -169,7 +169,7 @@ def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) ->
         value = tr.value(value_conj(name, None), depth + 1) if allowed else NEVER
         if value is NEVER and name in required:
             return NEVER
-        key = tr.term(tr.key_node(literal_string_node(name)), "KEY_" + name)
+        key = tr.key_term(literal_string_node(name), "KEY_" + name)
         named.append(_Named(name, key, value, name in required))
 
     extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth)
@@ -220,7 +220,7 @@ def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[
                 node = node if rest is None else rest
         if _known_empty(node):
             continue
-        key = tr.term(tr.key_node(node), "KEY")
+        key = tr.key_term(node, "KEY")
         out.append(Seq((key, tr.ws(), tr.member_value(value))))
     return out
 

@@ -391,6 +391,126 @@ def length_node(min_len: int, max_len: int | None) -> Node:
     return Repeat(any_char(), min_len, max_len)
 
 
+def counted_string_node(min_len: int, max_len: int | None, opening: bool = True, closing: bool = True) -> Node:
+    """The JSON texts of the strings of ``min_len`` to ``max_len`` code points (``None``:
+    unbounded), every encoding, with the opening and/or closing quote (without them: a piece of
+    a string's text, see ``Translator.length_string``). The same language as
+    ``string_node(length_node(...))`` built directly as a :class:`TableAutomaton`: copies of the
+    string body's states, one per count, rather than a position automaton of ``max_len`` copies
+    of a character's encodings (about 0.15 ms per count)."""
+    if min_len < 0 or (max_len is not None and max_len < min_len):
+        raise ValueError(f"bad string length bounds: {min_len}..{max_len}")
+    args = (min_len, max_len, opening, closing)
+    # without the closing quote, a literal after it would need a subset construction: the DFA
+    # builder expands the character table instead
+    return TableAutomaton(_counted_chars, args, _counted_bytes if closing else None)
+
+
+def string_pieces(k: int) -> tuple[Node, Node]:
+    """The first and the middle pieces of a string lexed in pieces of ``k`` code points (see
+    ``Translator.length_string``): ``"`` and exactly ``k`` code points, then exactly ``k``."""
+    return counted_string_node(k, k, True, False), counted_string_node(k, k, False, False)
+
+
+def string_end(min_len: int, max_len: int) -> Node:
+    """The last piece of a string lexed in pieces: ``min_len`` to ``max_len`` code points and
+    the closing quote."""
+    return counted_string_node(min_len, max_len, False, True)
+
+
+def _counted_table(template, body: int, end: int, quote: int, min_len: int, max_len: int | None,
+                   opening: bool, closing: bool) -> tuple:
+    """``(table, accepting)`` of :func:`counted_string_node` from a DFA of any JSON string
+    (``template``: start 0, ``body`` the state between characters, ``end`` after the closing
+    quote, ``quote`` its column). Every path from ``body`` back to it reads one character's
+    encoding (a minimal DFA: after a whole character the future is the body's), through the other
+    states (inside a multi-byte character or an escape). Count ``i`` has a copy of the body and
+    of those states; a move back to the body goes to the next count's. The last count of a bounded
+    range keeps its body only (a character started there could not end); an unbounded range's
+    last count (``min_len``) moves back to itself. Every state is live."""
+    import numpy as np
+
+    n_t, n_cols = template.shape
+    mids = [q for q in range(n_t) if q not in (0, body, end)]
+    size = 1 + len(mids)
+    local = np.full(n_t + 1, -1, np.int64)  # index -1 (no move) maps to -1
+    local[body] = 0
+    local[mids] = np.arange(1, size)
+    sub = template[[body] + mids]
+    to_mid = local[sub] > 0
+    to_body = sub == body
+    to_end = sub == end
+    counts = (max_len if max_len is not None else min_len) + 1
+    off = 1 if opening else 0
+    last_base = off + (counts - 1) * size
+    n = last_base + (1 if max_len is not None else size) + (1 if closing else 0)
+    end_id = n - 1 if closing else -1
+    table = np.full((n, n_cols), -1, np.int32)
+    for i in range(counts):
+        base = off + i * size
+        rows = np.full((size, n_cols), -1, np.int32)
+        last = i == counts - 1
+        if max_len is not None and last:  # the body only, which moves on the closing quote alone
+            if closing and i >= min_len:
+                table[base][to_end[0]] = end_id
+            break
+        rows[to_mid] = base + local[sub[to_mid]]
+        rows[to_body] = base if last else base + size
+        if closing and i >= min_len:
+            rows[to_end] = end_id
+        table[base:base + size] = rows
+    if opening:
+        table[0, quote] = off
+    accepting = np.zeros(n, np.bool_)
+    if closing:
+        accepting[end_id] = True
+    else:
+        accepting[[off + i * size for i in range(min_len, counts)]] = True
+    return table, accepting
+
+
+def _counted_chars(min_len: int, max_len: int | None, opening: bool, closing: bool) -> tuple:
+    """``TableAutomaton.chars`` of :func:`counted_string_node` (minimised)."""
+    import numpy as np
+
+    from ..automata.dfa import _minimize_chars
+
+    template, _, atoms, quote_atom, _, body = _any_string_template()
+    end = int(template[body, quote_atom])
+    table, accepting = _counted_table(template, body, end, quote_atom, min_len, max_len, opening, closing)
+    minimal = _minimize_chars(table, np.ascontiguousarray(accepting[:, None]))
+    assert minimal is not None
+    table, accepting_min = minimal
+    return table, np.ascontiguousarray(accepting_min[:, 0]), atoms
+
+
+def _counted_bytes(min_len: int, max_len: int | None, opening: bool, closing: bool, tail: bytes) -> tuple:
+    """``TableAutomaton.byte_build`` of :func:`counted_string_node` with its closing quote,
+    followed by ``tail`` (chained from the end state, which has no moves)."""
+    import numpy as np
+
+    assert closing
+    template, template_column, body, end = _any_string_bytes()
+    quote = int(template_column[0x22])
+    table, accepting = _counted_table(template, body, end, quote, min_len, max_len, opening, closing)
+    if not tail:
+        return table, template_column, accepting
+    special = sorted(set(tail))
+    byte_column = template_column.copy()
+    c0 = table.shape[1]
+    byte_column[special] = np.arange(c0, c0 + len(special), dtype=np.int32)
+    n = table.shape[0]
+    ext = np.full((n + len(tail), c0 + len(special)), -1, np.int32)
+    ext[:n, :c0] = table
+    ext[:n, c0:] = table[:, template_column[special]]
+    col = {b: c0 + i for i, b in enumerate(special)}
+    chain = [n - 1] + list(range(n, n + len(tail)))
+    ext[chain[:-1], [col[b] for b in tail]] = chain[1:]
+    acc = np.zeros(ext.shape[0], np.bool_)
+    acc[-1] = True
+    return ext, byte_column, acc
+
+
 # ---------------------------------------------------------------------------------------------
 # Keys other than a set of names
 # ---------------------------------------------------------------------------------------------

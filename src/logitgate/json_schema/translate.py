@@ -63,6 +63,16 @@ MAX_LEXEME_STATES = 20_000
 """Largest character-level automaton built for one string or number lexeme (pattern and length
 together, key classes, ...); beyond it the combination is relaxed and reported."""
 MAX_EXACT_LENGTH = 256
+PIECE_LENGTH = 64
+PIECE_EXPLORE_ROWS = 1_000
+PIECE_EXPLORE_RULES = 3_000
+"""Parser rows explored at most to tell that no lexeme that runs past a long string's first piece
+is expected beside it, and the largest grammar (BNF rules) explored (``piece_conflicts``: tens
+of milliseconds at most). A schema's object states multiply along the rows, so a large one
+rarely fits; its long strings are then whole lexemes."""
+"""A string value with only length bounds is one lexeme up to this many code points, and lexed in
+pieces of this many beyond (``Translator.length_string``): a counter costs lexer states per
+character."""
 _DISJOINT_DEPTH = 3
 """How many property levels down the ``oneOf`` disjointness check compares subschemas."""
 MAX_LEVEL = 6
@@ -138,10 +148,15 @@ class Sub:
 class Translation:
     """The result: a grammar IR plus what was relaxed and noted."""
 
-    def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str]) -> None:
+    def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str],
+                 key_terms: frozenset[str] = frozenset(), head_term: str | None = None,
+                 value_rules: frozenset[str] = frozenset()) -> None:
         self.ir = ir
         self.relaxed = relaxed
         self.notes = notes
+        self.key_terms = key_terms  # the terminals of keys
+        self.head_term = head_term  # the first piece of long strings (``Translator.length_string``)
+        self.value_rules = value_rules  # the rules of whole JSON values
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -212,9 +227,13 @@ class Translator:
     """Builds the IR for one loaded schema (see the module docstring)."""
 
     def __init__(self, loaded: Loaded, whitespace: str, property_order: str, strict: bool,
-                 max_length: int = 256, string_constraints: bool = True) -> None:
+                 max_length: int = 256, string_constraints: bool = True, pieces: bool = True) -> None:
         self.loaded = loaded
         self.max_length = max_length
+        self.pieces = pieces
+        self.key_terms: set[str] = set()  # the terminals of keys (with their colon)
+        self.head_term: str | None = None  # the first piece of long strings, once one is made
+        self.value_rules: set[str] = set()  # the rules of whole JSON values
         self.string_constraints = string_constraints
         self.whitespace = whitespace
         self.property_order = property_order
@@ -309,6 +328,12 @@ class Translator:
             colon = literal_node(":")
         return Concat((key, colon))
 
+    def key_term(self, key: Node, hint: str) -> Ref:
+        """The terminal of a key lexeme (:meth:`key_node`), remembered as a key's."""
+        ref = self.term(self.key_node(key), hint)
+        self.key_terms.add(ref.name)
+        return ref
+
     # -- rules -------------------------------------------------------------------------------
 
     def new_rule(self, hint: str) -> str:
@@ -350,6 +375,7 @@ class Translator:
             return found
         hint = conj[-1].pointer.rsplit("/", 1)[-1] if conj else "any"
         name = self.new_rule(hint or "root")
+        self.value_rules.add(name)
         self._memo[key] = Ref(name)
         body = self._value_body(conj, depth)
         if body is NEVER:
@@ -846,6 +872,9 @@ class Translator:
             opts = [self.lit(w) for w, v in (("true", True), ("false", False)) if not self._excluded_literal(v, nots)]
             return NEVER if not opts else opts[0] if len(opts) == 1 else Alt(tuple(opts))
         if t == "string":
+            counted = self.length_string(conj, nots)
+            if counted is not None:
+                return counted
             node = self.string_language(conj, nots)
             return NEVER if node is NEVER else self.term(node, "STRING")
         if t == "number":
@@ -962,6 +991,103 @@ class Translator:
             self.unsupported(pointer, f"{what}: the combined automaton exceeds {MAX_LEXEME_STATES} states "
                              f"(not checked)")
             return None
+
+    def length_string(self, conj: list[Sub], nots: list[Sub]) -> Expr | None:
+        """A string value whose only constraints are a length range, exactly; None when there is
+        no range, or other string keywords (a pattern, an asserted format, a ``not``) need the
+        whole string as one lexeme (then bounds past ``self.max_length`` are relaxed, reported).
+
+        Within ``k = self.max_length`` code points the string is one lexeme. A longer one would
+        need a counter of ``maxLength`` states (a 4096-character description: about 40k lexer
+        states), so it is lexed in pieces: ``"`` and exactly ``k`` code points, then pieces of
+        exactly ``k``, then the last 1 to ``k`` and the closing quote. The lexer ends a lexeme
+        only where it cannot go on, so a piece of ``k`` ends exactly where the next code point
+        starts and the split is unique: the grammar counts the pieces, and each count allows the
+        lengths of the last piece that keep the total in range."""
+        k = min(self.max_length, PIECE_LENGTH) if self.pieces else self.max_length
+        bounds = self._length_only(conj, nots) if k >= 1 else None
+        if bounds is None:
+            return None
+        lo, hi = bounds
+        if hi is not None and hi < lo:
+            return NEVER
+        from .strings import counted_string_node, string_end, string_pieces
+
+        if lo <= k and (hi is None or hi <= k):
+            return self.term(counted_string_node(lo, hi), "STRING")
+        if not self.pieces:
+            return None
+        opts: list[Expr] = []
+        if lo <= k:  # at most k code points: one lexeme
+            opts.append(self.term(counted_string_node(lo, k if hi is None else min(hi, k)), "STRING"))
+        # m pieces of k, then the last piece of t code points (1 <= t <= k): length m*k + t
+        first = max(1, -(-lo // k) - 1)
+        last = None if hi is None else (hi - 1) // k
+        if last is None or last >= first:
+            def last_piece(m: int) -> tuple[int, int]:
+                return max(1, lo - k * m), k if hi is None else min(k, hi - k * m)
+
+            # runs of piece counts whose last piece may have the same lengths: only the first
+            # and the last count can differ from 1..k
+            groups: list[list[Any]] = [[first, first, last_piece(first)]]
+            if last is None or last > first:
+                mid_end = None if last is None else last - 1
+                if mid_end is None or mid_end > first:
+                    groups.append([first + 1, mid_end, (1, k)])
+                if last is not None:
+                    groups.append([last, last, last_piece(last)])
+            merged: list[list[Any]] = []
+            for g in groups:
+                if merged and merged[-1][2] == g[2]:
+                    merged[-1][1] = g[1]
+                else:
+                    merged.append(g)
+            head_node, piece_node = string_pieces(k)
+            piece = self.term(piece_node, "STRING_PIECE")
+            tails: list[Expr] = []
+            for m_lo, m_hi, (t_lo, t_hi) in merged:
+                end = self.term(string_end(t_lo, t_hi), "STRING_END")
+                reps = Rep(piece, m_lo - 1, None if m_hi is None else m_hi - 1)
+                tails.append(end if reps.max == 0 else Seq((reps, end)))
+            head = self.term(head_node, "STRING_HEAD")
+            self.head_term = head.name
+            opts.append(Seq((head, tails[0] if len(tails) == 1 else Alt(tuple(tails)))))
+        if len(opts) == 1 and isinstance(opts[0], Ref):
+            return opts[0]
+        name = self.new_rule("long_string")  # a unit for piece_conflicts' exploration
+        self.define(name, opts[0] if len(opts) == 1 else Alt(tuple(opts)))
+        self.value_rules.add(name)
+        return Ref(name)
+
+    def _length_only(self, conj: list[Sub], nots: list[Sub]) -> tuple[int, int | None] | None:
+        """``(minLength, maxLength)`` of the strings ``conj`` allows when lengths are its only
+        string constraints (formats it does not assert aside: noted), else None (also without
+        any length bound)."""
+        if nots:
+            return None
+        lo, hi = 0, None
+        unasserted = []
+        for sub in conj:
+            s = sub.schema
+            if "pattern" in s:
+                return None
+            fmt = s.get("format")
+            if isinstance(fmt, str):
+                from .formats import format_node
+
+                if format_node(fmt) is not None:
+                    return None
+                unasserted.append(fmt)
+            if "minLength" in s:
+                lo = max(lo, _nonneg_int(s["minLength"], sub, "minLength"))
+            if "maxLength" in s:
+                v = _nonneg_int(s["maxLength"], sub, "maxLength")
+                hi = v if hi is None else min(hi, v)
+        if lo == 0 and hi is None:
+            return None
+        for fmt in unasserted:
+            self.note(f"format {fmt!r} is not asserted (an annotation only)")
+        return lo, hi
 
     def string_language(self, conj: list[Sub], nots: list[Sub]) -> Node | Any:
         """The JSON string texts (quotes included) allowed by the string keywords of ``conj``."""
@@ -1149,6 +1275,13 @@ class Translator:
             from .numbers import number_node
 
             if t == "string":
+                bounds = self._length_only(conj, nots)
+                if bounds is not None:  # lengths only: counted here, whatever the bounds
+                    lo, hi = bounds
+                    vals = [v for v in vals if lo <= len(v) and (hi is None or len(v) <= hi)]
+                    if not vals:
+                        return NEVER
+                    conj, nots = [], []
                 lits = [self._string_literal(v) for v in _dedupe(vals)]
                 lang = self.string_language(conj, nots)
             else:
@@ -1206,7 +1339,7 @@ class Translator:
             for i, k in enumerate(order):
                 if i:
                     items.append(self.sep(depth))
-                items.append(self.term(self.key_node(literal_string_node(k)), "KEY_" + k))
+                items.append(self.key_term(literal_string_node(k), "KEY_" + k))
                 items.append(self.ws())
                 items.append(self.member_value(self.fixed_value(v[k], depth + 1)))
             items.append(self.close("}", depth))
@@ -1631,15 +1764,19 @@ class _Bounds:
         return nodes[0] if len(nodes) == 1 else intersect(*nodes)
 
 
-def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool, level: int = 0) -> Translation:
+def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool, level: int = 0,
+             pieces: bool = True) -> Translation:
     """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring).
 
     ``level`` (0 to ``MAX_LEVEL``) > 0 simplifies string lexemes when the exact ones need too
     large a lexer: lengths are enforced exactly only up to 128, 64, 32, 16, then not at all, and
-    at the last level patterns and formats are dropped too (all reported)."""
+    at the last level patterns and formats are dropped too (all reported). ``pieces``: strings
+    with only length bounds beyond ``PIECE_LENGTH`` are lexed in pieces (see
+    ``Translator.length_string``; the caller checks that no other lexeme runs past the first
+    piece where it is expected, see ``piece_conflicts``)."""
     caps = (MAX_EXACT_LENGTH, 128, 64, 32, 16, 0, 0)
     tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level],
-                    string_constraints=level < MAX_LEVEL)
+                    string_constraints=level < MAX_LEVEL, pieces=pieces)
     root = Sub(loaded.root, loaded.resolver, "", loaded.draft)
     body = tr.value((root,), 0)
     if body is NEVER:
@@ -1650,8 +1787,85 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
             f"(pass strict=False to compile an over-approximation)", tr.problems)
     start = tr.new_rule("start")
     tr.define(start, Seq((tr.ws(), body, tr.ws())) if whitespace == "flexible" else body)
+    if tr.head_term is not None:
+        _split_any_strings(tr)
     ir = GrammarIR(rules=tr.rules, terminals=tr.terminals, start=start, lex_mode="contextual", kind="json_schema",
                    notes=list(tr.notes))
     relaxed = [] if strict else list(tr.problems)
-    return Translation(ir, relaxed, list(tr.notes))
+    return Translation(ir, relaxed, list(tr.notes), frozenset(tr.key_terms), tr.head_term, frozenset(tr.value_rules))
+
+
+def _split_any_strings(tr: Translator) -> None:
+    """Lex the unconstrained string values in pieces too, sharing the long strings' pieces:
+    where one is expected beside a long string, both read the same first piece (a whole string
+    lexeme would run on past it, and the lexer would end neither there)."""
+    from .strings import any_string_node, counted_string_node, string_end, string_pieces
+
+    name = tr._term_names.get(any_string_node())
+    if name is None:
+        return
+    k = min(tr.max_length, PIECE_LENGTH)
+    head_node, piece_node = string_pieces(k)
+    head, piece = tr.term(head_node, "STRING_HEAD"), tr.term(piece_node, "STRING_PIECE")
+    rule = tr.new_rule("any_string")
+    tr.value_rules.add(rule)
+    for r in list(tr.rules.values()):
+        tr.rules[r.name] = RuleDef(r.name, _swap_ref(r.body, name, rule), r.line)
+    tr.define(rule, Alt((tr.term(counted_string_node(0, k), "STRING"),
+                         Seq((head, Rep(piece, 0, None), tr.term(string_end(1, k), "STRING_END"))))))
+    del tr.terminals[name]
+    del tr._term_names[any_string_node()]
+
+
+def _swap_ref(e: Expr, old: str, new: str) -> Expr:
+    """``e`` with references to ``old`` made references to ``new``."""
+    if isinstance(e, Ref):
+        return Ref(new) if e.name == old else e
+    if isinstance(e, Seq):
+        return Seq(tuple(_swap_ref(x, old, new) for x in e.items))
+    if isinstance(e, Alt):
+        return Alt(tuple(_swap_ref(x, old, new) for x in e.items))
+    if isinstance(e, Rep):
+        return Rep(_swap_ref(e.item, old, new), e.min, e.max)
+    return e
+
+
+def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
+    """The value terminals that go on past a first piece of a long string (in the lexer, after
+    the opening quote and ``PIECE_LENGTH`` code points, on a byte other than the closing quote)
+    and may be expected where the first piece is: there the lexer would end neither, and a long
+    string could be refused. Empty when there is no long string.
+
+    Keys are never expected where a value is (the brackets open before a point tell which), and
+    the pieces' other terminals need a ``"`` there. Whether the others are is read off the
+    parser's rows, explored with each JSON value on its own (``grammar.expected``); in a grammar
+    of over ``PIECE_EXPLORE_RULES`` rules, past ``PIECE_EXPLORE_ROWS`` rows, or where a value
+    read whole may run beside another reading of the same text, the conflict stands."""
+    import numpy as np
+
+    from ..grammar.expected import expected_together
+
+    if tr.head_term is None:
+        return []
+    names = [t.name for t in cfg.terminals]
+    n = len(names)
+    h = names.index(tr.head_term)
+    acc = lexer.acc_bits[:, h >> 6] >> np.uint64(h & 63) & np.uint64(1)
+    cols = np.ones(256, bool)
+    cols[0x22] = False
+    nxt = lexer.trans[np.flatnonzero(acc)][:, cols].ravel()
+    nxt = np.unique(nxt[nxt >= 0])
+    if not nxt.size:
+        return []
+    reach = np.bitwise_or.reduce(lexer.reach_bits[nxt], axis=0)
+    running = [t for t in np.flatnonzero(np.unpackbits(reach.view(np.uint8), bitorder="little")[:n]).tolist()
+               if t != h and names[t] not in tr.key_terms]
+    if not running:
+        return []
+    if len(cfg.rules) > PIECE_EXPLORE_RULES:
+        return [names[t] for t in running]
+    units = frozenset(i for i, name in enumerate(cfg.nonterminals) if name in tr.value_rules)
+    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS) is False:
+        return []
+    return [names[t] for t in running]
 
