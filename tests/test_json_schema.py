@@ -474,6 +474,7 @@ def small_pieces(monkeypatch):
     """Pieces of 3 code points: every bound past 3 takes the piece grammar."""
     from logitgate.json_schema import translate
 
+    monkeypatch.setattr(translate, "MAX_EXACT_LENGTH", 3)
     monkeypatch.setattr(translate, "PIECE_LENGTH", 3)
 
 
@@ -516,20 +517,20 @@ def test_long_lengths_at_the_default_piece_length() -> None:
     assert not accepts(c, '{"d":' + json.dumps(_text_of(999, rnd)) + "}")
 
 
-def test_pieces_fall_back_where_another_lexeme_runs_past_them(small_pieces) -> None:
+def test_pieces_fall_back_where_another_lexeme_runs_past_them() -> None:
     """A pattern string expected where a long string is would run past the first piece: the
     schema's strings are whole lexemes again (exact up to the cap of 256, relaxed and reported
     past it), and no valid string is refused. Apart, pieces are kept, exact."""
     import jsonschema
 
     rnd = random.Random(3)
-    for hi in (9, 300):
+    for hi in (200, 300):
         together = {"anyOf": [{"type": "string", "maxLength": hi}, {"type": "string", "pattern": "^a+$"}]}
         g = lg.Grammar.from_json_schema(together, strict=False)
         assert any("maxLength" in why for _, why in g.relaxed) == (hi > 256), g.relaxed
         c = lg.compile(g, byte_tokenizer())
         valid = jsonschema.Draft202012Validator(together).is_valid
-        for n in (*range(14), 299, 300, 301, 400):
+        for n in (*range(0, 70, 7), 199, 200, 201, 299, 300, 301, 400):
             for s in (_text_of(n, rnd), "a" * n, "b" * n):
                 if valid(s):
                     assert accepts(c, json.dumps(s)), (hi, s)
@@ -547,6 +548,7 @@ def test_piece_masks_match_brute_force(tok_spm, monkeypatch) -> None:
     brute force on a sample of the vocabulary."""
     from logitgate.json_schema import translate
 
+    monkeypatch.setattr(translate, "MAX_EXACT_LENGTH", 5)
     monkeypatch.setattr(translate, "PIECE_LENGTH", 5)
     schema = {"type": "object", "properties": {"d": {"type": "string", "maxLength": 40}, "e": {"type": "string"}},
               "required": ["d", "e"]}

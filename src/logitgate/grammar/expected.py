@@ -167,9 +167,10 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
                       max_rows: int = EXPLORE_ROWS) -> bool | None:
     """Whether some row of the parser, on some input, expects terminal ``a`` and one of
     ``others``: True or False, or None when unknown (see the module docstring). ``units``:
-    nonterminals each explored on its own and read whole elsewhere (a JSON value); one that can
-    end where it could also go on (a unit that is not prefix-free, or nullable) makes the
-    answer unknown."""
+    nonterminals each explored on its own and read whole elsewhere, which the caller knows to
+    expect nothing more once complete (a JSON value: it ends with its bracket, its quote, its
+    one lexeme). Of those explored, one that can end where it could also go on makes the answer
+    unknown."""
     if not others:
         return False
     t = cfg.n_terminals

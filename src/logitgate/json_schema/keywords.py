@@ -90,7 +90,7 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("$vocabulary", "any", "reference", "2019-09+"),
     # -- strings ----------------------------------------------------------------------------
     _k("minLength", "string", "bounded", "all", "In code points, exact at any bound when lengths are a "
-       "string's only constraints (past 64, the string is lexed in pieces of 64; where another value "
+       "string's only constraints (past 256, the string is lexed in pieces of 64; where another value "
        "lexeme could run on past the first piece, such as a pattern's, the schema's lengths fall back to "
        "the rule below). Together with a pattern or an asserted format: exact up to 256, not enforced "
        "above (reported)."),

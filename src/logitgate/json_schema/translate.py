@@ -64,15 +64,14 @@ MAX_LEXEME_STATES = 20_000
 together, key classes, ...); beyond it the combination is relaxed and reported."""
 MAX_EXACT_LENGTH = 256
 PIECE_LENGTH = 64
+"""Past ``MAX_EXACT_LENGTH``, a string value with only length bounds is lexed in pieces of this
+many code points (``Translator.length_string``): a counter costs lexer states per character."""
 PIECE_EXPLORE_ROWS = 1_000
 PIECE_EXPLORE_RULES = 3_000
 """Parser rows explored at most to tell that no lexeme that runs past a long string's first piece
 is expected beside it, and the largest grammar (BNF rules) explored (``piece_conflicts``: tens
 of milliseconds at most). A schema's object states multiply along the rows, so a large one
 rarely fits; its long strings are then whole lexemes."""
-"""A string value with only length bounds is one lexeme up to this many code points, and lexed in
-pieces of this many beyond (``Translator.length_string``): a counter costs lexer states per
-character."""
 _DISJOINT_DEPTH = 3
 """How many property levels down the ``oneOf`` disjointness check compares subschemas."""
 MAX_LEVEL = 6
@@ -150,13 +149,14 @@ class Translation:
 
     def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str],
                  key_terms: frozenset[str] = frozenset(), head_term: str | None = None,
-                 value_rules: frozenset[str] = frozenset()) -> None:
+                 value_rules: frozenset[str] = frozenset(), free_strings: bool = False) -> None:
         self.ir = ir
         self.relaxed = relaxed
         self.notes = notes
         self.key_terms = key_terms  # the terminals of keys
         self.head_term = head_term  # the first piece of long strings (``Translator.length_string``)
         self.value_rules = value_rules  # the rules of whole JSON values
+        self.free_strings = free_strings  # a pattern's, format's or long enum's lexeme is a value
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -234,6 +234,9 @@ class Translator:
         self.key_terms: set[str] = set()  # the terminals of keys (with their colon)
         self.head_term: str | None = None  # the first piece of long strings, once one is made
         self.value_rules: set[str] = set()  # the rules of whole JSON values
+        self.counted: dict[str, tuple[int, int | None]] = {}  # length-only string terminals: bounds
+        # a value string lexeme other than lengths' may run past a long string's first piece
+        self.free_strings = False
         self.string_constraints = string_constraints
         self.whitespace = whitespace
         self.property_order = property_order
@@ -876,7 +879,11 @@ class Translator:
             if counted is not None:
                 return counted
             node = self.string_language(conj, nots)
-            return NEVER if node is NEVER else self.term(node, "STRING")
+            if node is NEVER:
+                return NEVER
+            if node != _any_string():
+                self.free_strings = True
+            return self.term(node, "STRING")
         if t == "number":
             node = self.number_language(conj, nots, integer)
             if node is not NEVER and integer and any(sub.draft == "draft4" for sub in conj):
@@ -997,15 +1004,16 @@ class Translator:
         no range, or other string keywords (a pattern, an asserted format, a ``not``) need the
         whole string as one lexeme (then bounds past ``self.max_length`` are relaxed, reported).
 
-        Within ``k = self.max_length`` code points the string is one lexeme. A longer one would
+        Within ``self.max_length`` code points (256) the string is one lexeme. A longer one would
         need a counter of ``maxLength`` states (a 4096-character description: about 40k lexer
-        states), so it is lexed in pieces: ``"`` and exactly ``k`` code points, then pieces of
-        exactly ``k``, then the last 1 to ``k`` and the closing quote. The lexer ends a lexeme
+        states), so it is lexed in pieces of ``k = PIECE_LENGTH`` (64): ``"`` and exactly ``k``
+        code points, then pieces of exactly ``k``, then the last 1 to ``k`` and the closing quote
+        (or the whole string, up to ``k``, as one lexeme). The lexer ends a lexeme
         only where it cannot go on, so a piece of ``k`` ends exactly where the next code point
         starts and the split is unique: the grammar counts the pieces, and each count allows the
         lengths of the last piece that keep the total in range."""
-        k = min(self.max_length, PIECE_LENGTH) if self.pieces else self.max_length
-        bounds = self._length_only(conj, nots) if k >= 1 else None
+        cap = self.max_length
+        bounds = self._length_only(conj, nots) if cap >= 1 else None
         if bounds is None:
             return None
         lo, hi = bounds
@@ -1013,10 +1021,20 @@ class Translator:
             return NEVER
         from .strings import counted_string_node, string_end, string_pieces
 
-        if lo <= k and (hi is None or hi <= k):
-            return self.term(counted_string_node(lo, hi), "STRING")
+        if lo <= cap and (hi is None or hi <= cap):
+            ref = self.term(counted_string_node(lo, hi), "STRING")
+            self.counted[ref.name] = (lo, hi)
+            return ref
         if not self.pieces:
             return None
+        return self.pieces_rule(lo, hi)
+
+    def pieces_rule(self, lo: int, hi: int | None) -> Ref:
+        """A rule for the JSON strings of ``lo`` to ``hi`` code points (``None``: unbounded) in
+        pieces of ``k`` (see :meth:`length_string`): a unit for ``piece_conflicts``."""
+        from .strings import counted_string_node, string_end, string_pieces
+
+        k = min(self.max_length, PIECE_LENGTH)
         opts: list[Expr] = []
         if lo <= k:  # at most k code points: one lexeme
             opts.append(self.term(counted_string_node(lo, k if hi is None else min(hi, k)), "STRING"))
@@ -1052,9 +1070,7 @@ class Translator:
             head = self.term(head_node, "STRING_HEAD")
             self.head_term = head.name
             opts.append(Seq((head, tails[0] if len(tails) == 1 else Alt(tuple(tails)))))
-        if len(opts) == 1 and isinstance(opts[0], Ref):
-            return opts[0]
-        name = self.new_rule("long_string")  # a unit for piece_conflicts' exploration
+        name = self.new_rule("long_string")
         self.define(name, opts[0] if len(opts) == 1 else Alt(tuple(opts)))
         self.value_rules.add(name)
         return Ref(name)
@@ -1298,6 +1314,8 @@ class Translator:
                 node = both
                 if _known_empty(node):
                     return NEVER
+            if t == "string" and any(len(v) > PIECE_LENGTH for v in vals):
+                self.free_strings = True
             return self.term(node, "ENUM" if len(lits) > 1 else "CONST")
         # objects and arrays: each value as a fixed structure
         if any(set(s.schema) & (_OBJECT_KW | _ARRAY_KW) for s in conj if isinstance(s.schema, dict)):
@@ -1313,6 +1331,8 @@ class Translator:
         if t in ("null", "boolean"):
             return self.lit(json.dumps(v))
         if t == "string":
+            if len(v) > PIECE_LENGTH:
+                self.free_strings = True
             return self.term(self._string_literal(v), "CONST")
         if t == "number":
             return self.term(number_node(minimum=v, maximum=v), "CONST")
@@ -1788,45 +1808,50 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
     start = tr.new_rule("start")
     tr.define(start, Seq((tr.ws(), body, tr.ws())) if whitespace == "flexible" else body)
     if tr.head_term is not None:
-        _split_any_strings(tr)
+        _split_strings(tr)
     ir = GrammarIR(rules=tr.rules, terminals=tr.terminals, start=start, lex_mode="contextual", kind="json_schema",
                    notes=list(tr.notes))
     relaxed = [] if strict else list(tr.problems)
-    return Translation(ir, relaxed, list(tr.notes), frozenset(tr.key_terms), tr.head_term, frozenset(tr.value_rules))
+    return Translation(ir, relaxed, list(tr.notes), frozenset(tr.key_terms), tr.head_term, frozenset(tr.value_rules),
+                       tr.free_strings)
 
 
-def _split_any_strings(tr: Translator) -> None:
-    """Lex the unconstrained string values in pieces too, sharing the long strings' pieces:
-    where one is expected beside a long string, both read the same first piece (a whole string
-    lexeme would run on past it, and the lexer would end neither there)."""
-    from .strings import any_string_node, counted_string_node, string_end, string_pieces
+def _split_strings(tr: Translator) -> None:
+    """Lex the other string values that can run past a first piece in pieces too, sharing the
+    long strings' pieces: the unconstrained ones and those with only length bounds. Where one is
+    expected beside a long string, both read the same first piece (a whole string lexeme would
+    run on past it, and the lexer would end neither there)."""
+    from .strings import any_string_node
 
-    name = tr._term_names.get(any_string_node())
-    if name is None:
-        return
     k = min(tr.max_length, PIECE_LENGTH)
-    head_node, piece_node = string_pieces(k)
-    head, piece = tr.term(head_node, "STRING_HEAD"), tr.term(piece_node, "STRING_PIECE")
-    rule = tr.new_rule("any_string")
-    tr.value_rules.add(rule)
+    targets: dict[str, tuple[int, int | None]] = {}
+    name = tr._term_names.get(any_string_node())
+    if name is not None:
+        targets[name] = (0, None)
+    for term, (lo, hi) in tr.counted.items():
+        if hi is None or hi > k:
+            targets[term] = (lo, hi)
+    if not targets:
+        return
+    swap = {term: tr.pieces_rule(lo, hi).name for term, (lo, hi) in targets.items()}
     for r in list(tr.rules.values()):
-        tr.rules[r.name] = RuleDef(r.name, _swap_ref(r.body, name, rule), r.line)
-    tr.define(rule, Alt((tr.term(counted_string_node(0, k), "STRING"),
-                         Seq((head, Rep(piece, 0, None), tr.term(string_end(1, k), "STRING_END"))))))
-    del tr.terminals[name]
-    del tr._term_names[any_string_node()]
+        if r.name not in swap.values():
+            tr.rules[r.name] = RuleDef(r.name, _swap_ref(r.body, swap), r.line)
+    for term in targets:
+        node = tr.terminals.pop(term).node
+        tr._term_names.pop(node, None)
 
 
-def _swap_ref(e: Expr, old: str, new: str) -> Expr:
-    """``e`` with references to ``old`` made references to ``new``."""
+def _swap_ref(e: Expr, swap: dict[str, str]) -> Expr:
+    """``e`` with each reference to a key of ``swap`` made a reference to its value."""
     if isinstance(e, Ref):
-        return Ref(new) if e.name == old else e
+        return Ref(swap[e.name]) if e.name in swap else e
     if isinstance(e, Seq):
-        return Seq(tuple(_swap_ref(x, old, new) for x in e.items))
+        return Seq(tuple(_swap_ref(x, swap) for x in e.items))
     if isinstance(e, Alt):
-        return Alt(tuple(_swap_ref(x, old, new) for x in e.items))
+        return Alt(tuple(_swap_ref(x, swap) for x in e.items))
     if isinstance(e, Rep):
-        return Rep(_swap_ref(e.item, old, new), e.min, e.max)
+        return Rep(_swap_ref(e.item, swap), e.min, e.max)
     return e
 
 
