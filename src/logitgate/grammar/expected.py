@@ -17,8 +17,8 @@ and that cannot reach any of the ``others`` is read as one
 symbol ``N^`` (a pseudo-terminal; nullable ``N`` may also be skipped): on one path no row
 inside ``N`` expects any of ``others``, so a conflict inside it needs a second path alive beside
 it, and that path must have read ``N``'s first lexeme too; where ``N^`` is expected beside a
-symbol whose lexemes can start with the same byte, and ``a`` can be expected inside ``N``, the
-answer is "unknown". A nesting rule that can reach ``others`` still unfolds, and the exploration
+symbol whose lexemes can start with the same byte, the answer is "unknown" (the two paths may
+read the same text, and go on past ``N`` together). A nesting rule that can reach ``others`` still unfolds, and the exploration
 gives up past a budget ("unknown").
 """
 from __future__ import annotations
@@ -222,9 +222,9 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
 
     heads = bits([a] + [hat[n] for n in whole if a in first[n]])
     other_bits = bits(others + [hat[n] for n in whole if first[n] & other_set])
-    # whole-read symbols with ``a`` or one of ``others`` inside: one beside another reading of
-    # its first byte may hide a conflict
-    risky = {hat[n] for n in whole if a in terms[n] or terms[n] & other_set}
+    # whole-read symbols: one beside another reading of its first byte may hide a conflict (the
+    # two paths may read the same text, inside it or past it)
+    risky = set(hat.values())
     # first bytes of each terminal and whole-read symbol
     start_moves = lexer.trans[lexer.start]
     fb = np.zeros((n_sym, 256), bool)
