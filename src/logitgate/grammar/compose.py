@@ -22,24 +22,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import GrammarError
-from .ir import Alt, Expr, GrammarIR, Ref, Rep, RuleDef, Seq, TerminalDef
+from .ir import GrammarIR, Ref, RuleDef, TerminalDef, rename_refs
 
 if TYPE_CHECKING:
     from .spec import Grammar
 
 __all__ = ["embed"]
-
-
-def _rename(e: Expr, names: Mapping[str, str]) -> Expr:
-    if isinstance(e, Ref):
-        return replace(e, name=names.get(e.name, e.name))
-    if isinstance(e, Seq):
-        return Seq(tuple(_rename(i, names) for i in e.items))
-    if isinstance(e, Alt):
-        return Alt(tuple(_rename(i, names) for i in e.items))
-    if isinstance(e, Rep):
-        return Rep(_rename(e.item, names), e.min, e.max)
-    return e
 
 
 def _explore(sub: "Grammar", name: str) -> tuple:
@@ -93,7 +81,7 @@ def embed(ir: GrammarIR, subs: Mapping[str, "Grammar"]) -> GrammarIR:
                 "not: ignored terminals apply to the whole grammar, so it cannot be embedded", rule=name)
         names = {n: f"{name}::{n}" for n in [*inner.rules, *inner.terminals]}
         for n, r in inner.rules.items():
-            rules[names[n]] = RuleDef(names[n], _rename(r.body, names), None)
+            rules[names[n]] = RuleDef(names[n], rename_refs(r.body, names), None)
         for n, t in inner.terminals.items():
             if n in inner.ignore:
                 continue  # the host's identical ignored terminals cover them

@@ -145,6 +145,35 @@ def _last_terminals(rules: list, t: int, n_nt: int, nullable: list[bool]) -> np.
     return last
 
 
+def nullable_nonterminals(rules: list, t: int, n_nt: int) -> list[bool]:
+    """Per nonterminal, whether it derives the empty string (``rules``: ``(lhs, rhs)`` over
+    symbols, terminals below ``t``): a worklist over "symbols of the rule not yet known
+    nullable"."""
+    nullable = [False] * n_nt
+    remaining: list[int] = []
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    queue: list[int] = []
+    for r, (lhs, rhs) in enumerate(rules):
+        if any(s < t for s in rhs):
+            remaining.append(-1)
+            continue
+        remaining.append(len(rhs))
+        for s in rhs:
+            users[s - t].append(r)
+        if not rhs:
+            queue.append(lhs)
+    while queue:
+        nt = queue.pop()
+        if nullable[nt]:
+            continue
+        nullable[nt] = True
+        for r in users[nt]:
+            remaining[r] -= 1
+            if remaining[r] == 0:
+                queue.append(rules[r][0])
+    return nullable
+
+
 class ParserTables:
     """Flat Earley tables of a BNF grammar (see ``kernels.earley_kernels`` for the layout)."""
 
@@ -163,29 +192,7 @@ class ParserTables:
         check_deadline("building the parser tables")
         for r, (lhs, _) in enumerate(cfg.rules):
             preds[lhs].append(base[r])
-        # nullable nonterminals: a worklist over "symbols of the rule not yet known nullable"
-        nullable = [False] * n_nt
-        remaining: list[int] = []
-        users: list[list[int]] = [[] for _ in range(n_nt)]
-        queue: list[int] = []
-        for r, (lhs, rhs) in enumerate(cfg.rules):
-            if any(s < t for s in rhs):
-                remaining.append(-1)
-                continue
-            remaining.append(len(rhs))
-            for s in rhs:
-                users[s - t].append(r)
-            if not rhs:
-                queue.append(lhs)
-        while queue:
-            nt = queue.pop()
-            if nullable[nt]:
-                continue
-            nullable[nt] = True
-            for r in users[nt]:
-                remaining[r] -= 1
-                if remaining[r] == 0:
-                    queue.append(cfg.rules[r][0])
+        nullable = nullable_nonterminals(cfg.rules, t, n_nt)
         self.n_term = t
         self.n_words = max(1, (t + 63) // 64)
         self.dr_next = _ro(np.asarray(dr_next, dtype=np.int32))

@@ -30,7 +30,7 @@ import numpy as np
 from ..kernels import earley_kernels as ek
 from ..limits import check_deadline
 from .cfg import CFG
-from .engine import ParserTables, _Chart
+from .engine import ParserTables, _Chart, nullable_nonterminals
 from .lexer import LexerTables
 
 __all__ = ["expected_together", "EXPLORE_ROWS"]
@@ -82,34 +82,6 @@ def _components(succ: list[set[int]]) -> list[int]:
                         break
                 n_comp += 1
     return comp
-
-
-def _nullable(cfg: CFG) -> list[bool]:
-    """Per nonterminal, whether it derives the empty string (a worklist)."""
-    t = cfg.n_terminals
-    n_nt = len(cfg.nonterminals)
-    nullable = [False] * n_nt
-    remaining: list[int] = []
-    users: list[list[int]] = [[] for _ in range(n_nt)]
-    queue: list[int] = []
-    for r, (lhs, rhs) in enumerate(cfg.rules):
-        remaining.append(-1 if any(s < t for s in rhs) else len(rhs))
-        if remaining[-1] < 0:
-            continue
-        for s in rhs:
-            users[s - t].append(r)
-        if not rhs:
-            queue.append(lhs)
-    while queue:
-        nt = queue.pop()
-        if nullable[nt]:
-            continue
-        nullable[nt] = True
-        for r in users[nt]:
-            remaining[r] -= 1
-            if remaining[r] == 0:
-                queue.append(cfg.rules[r][0])
-    return nullable
 
 
 def _summaries(cfg: CFG, nullable: list[bool]) -> tuple[list[frozenset[int]], list[frozenset[int]], list[bool]]:
@@ -176,7 +148,7 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     t = cfg.n_terminals
     n_nt = len(cfg.nonterminals)
     other_set = set(others)
-    nullable = _nullable(cfg)
+    nullable = nullable_nonterminals(cfg.rules, t, n_nt)
     terms, first, nesting = _summaries(cfg, nullable)
     start = cfg.rules[0][1][0] - t
     if not terms[start] & other_set:

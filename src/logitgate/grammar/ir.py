@@ -25,12 +25,14 @@ Lexing semantics a front end chooses (:class:`LexMode`):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Union
 
 from ..regex.ast import Node
 
 __all__ = [
+    "rename_refs",
     "Expr",
     "Ref",
     "Lit",
@@ -150,3 +152,16 @@ class GrammarIR:
     """Text the lexer has seen before the output starts (not part of the output): the yacc
     format starts as if after a newline, as AICI's lexer does, so a first-line ``#include``
     matches the pre-processor rule. A grammar whose lexer refuses the prefix starts without it."""
+
+
+def rename_refs(e: Expr, names: Mapping[str, str]) -> Expr:
+    """``e`` with each reference to a key of ``names`` made a reference to its value."""
+    if isinstance(e, Ref):
+        return replace(e, name=names[e.name]) if e.name in names else e
+    if isinstance(e, Seq):
+        return Seq(tuple(rename_refs(i, names) for i in e.items))
+    if isinstance(e, Alt):
+        return Alt(tuple(rename_refs(i, names) for i in e.items))
+    if isinstance(e, Rep):
+        return Rep(rename_refs(e.item, names), e.min, e.max)
+    return e

@@ -36,6 +36,7 @@ from ..grammar.ir import (
     RuleDef,
     Seq,
     TerminalDef,
+    rename_refs,
 )
 from ..regex.ast import CharClass, Concat, Node, Repeat
 from .loader import Loaded, escape_pointer, lookup, lookup_recursive
@@ -1836,23 +1837,10 @@ def _split_strings(tr: Translator) -> None:
     swap = {term: tr.pieces_rule(lo, hi).name for term, (lo, hi) in targets.items()}
     for r in list(tr.rules.values()):
         if r.name not in swap.values():
-            tr.rules[r.name] = RuleDef(r.name, _swap_ref(r.body, swap), r.line)
+            tr.rules[r.name] = RuleDef(r.name, rename_refs(r.body, swap), r.line)
     for term in targets:
         node = tr.terminals.pop(term).node
         tr._term_names.pop(node, None)
-
-
-def _swap_ref(e: Expr, swap: dict[str, str]) -> Expr:
-    """``e`` with each reference to a key of ``swap`` made a reference to its value."""
-    if isinstance(e, Ref):
-        return Ref(swap[e.name]) if e.name in swap else e
-    if isinstance(e, Seq):
-        return Seq(tuple(_swap_ref(x, swap) for x in e.items))
-    if isinstance(e, Alt):
-        return Alt(tuple(_swap_ref(x, swap) for x in e.items))
-    if isinstance(e, Rep):
-        return Rep(_swap_ref(e.item, swap), e.min, e.max)
-    return e
 
 
 def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
