@@ -1009,10 +1009,10 @@ class Translator:
         need a counter of ``maxLength`` states (a 4096-character description: about 40k lexer
         states), so it is lexed in pieces of ``k = PIECE_LENGTH`` (64): ``"`` and exactly ``k``
         code points, then pieces of exactly ``k``, then the last 1 to ``k`` and the closing quote
-        (or the whole string, up to ``k``, as one lexeme). The lexer ends a lexeme
-        only where it cannot go on, so a piece of ``k`` ends exactly where the next code point
-        starts and the split is unique: the grammar counts the pieces, and each count allows the
-        lengths of the last piece that keep the total in range."""
+        (or the whole string, up to ``k``, as one lexeme). The lexer ends a lexeme only where it
+        cannot go on, so a piece of ``k`` ends exactly where the next code point starts and the
+        split is unique: the grammar counts the pieces, and each count allows the lengths of the
+        last piece that keep the total in range."""
         cap = self.max_length
         bounds = self._length_only(conj, nots) if cap >= 1 else None
         if bounds is None:
@@ -1020,7 +1020,7 @@ class Translator:
         lo, hi = bounds
         if hi is not None and hi < lo:
             return NEVER
-        from .strings import counted_string_node, string_end, string_pieces
+        from .strings import counted_string_node
 
         if lo <= cap and (hi is None or hi <= cap):
             ref = self.term(counted_string_node(lo, hi), "STRING")
