@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logitgate.grammar.cfg import lower
-from logitgate.grammar.engine import ParserTables, _Chart
+from logitgate.grammar.engine import CFGEngine, ParserTables, _Chart
 from logitgate.grammar.expected import expected_together
 from logitgate.grammar.lark_frontend import parse_lark
 from logitgate.grammar.lexer import build_lexer
@@ -113,13 +113,7 @@ def _brute(text: str, a: str, other: str, depth: int = 5) -> bool:
         return bool(exp[i >> 6] >> np.uint64(i & 63) & np.uint64(1))
 
     def push(chart, scan, init):
-        while True:
-            rows = chart.n_rows
-            r = int(ek.push_row(G, chart.args(), scan, init))
-            if r >= 0:
-                return r
-            chart.meta[0] = rows
-            chart.grow(r)
+        return CFGEngine._retry(lambda: ek.push_row(G, chart.args(), scan, init), chart)
 
     chart = _Chart(n_words)
     push(chart, np.zeros(n_words, np.uint64), True)

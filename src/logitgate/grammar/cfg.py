@@ -25,7 +25,7 @@ from ..limits import check_deadline, get_limits
 from ..regex.ast import CharClass, Concat, Node
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
 
-__all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node"]
+__all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node", "nullable_nonterminals", "symbol_summaries"]
 
 MAX_RULES = 200_000
 """Default largest number of BNF productions a grammar may lower to (repetition counts multiply);
@@ -316,3 +316,128 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
     for msg in msgs if warn else ():
         warnings.warn(msg, GrammarWarning, stacklevel=3)
     return CFG(low.terminals, low.nonterminals, rules, ir.lex_mode, ir.kind, msgs, ir.prefix)
+
+
+def nullable_nonterminals(rules: list, t: int, n_nt: int) -> list[bool]:
+    """Per nonterminal, whether it derives the empty string (``rules``: ``(lhs, rhs)`` over
+    symbols, terminals below ``t``): a worklist over "symbols of the rule not yet known
+    nullable"."""
+    nullable = [False] * n_nt
+    remaining: list[int] = []
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    queue: list[int] = []
+    for r, (lhs, rhs) in enumerate(rules):
+        if any(s < t for s in rhs):
+            remaining.append(-1)
+            continue
+        remaining.append(len(rhs))
+        for s in rhs:
+            users[s - t].append(r)
+        if not rhs:
+            queue.append(lhs)
+    while queue:
+        nt = queue.pop()
+        if nullable[nt]:
+            continue
+        nullable[nt] = True
+        for r in users[nt]:
+            remaining[r] -= 1
+            if remaining[r] == 0:
+                queue.append(rules[r][0])
+    return nullable
+
+
+def _components(succ: list[set[int]]) -> list[int]:
+    """Tarjan's strongly connected components of the graph ``succ``, iteratively: per node, its
+    component, numbered so that a component's successors have smaller numbers."""
+    n = len(succ)
+    index = [-1] * n
+    low = [0] * n
+    comp = [-1] * n
+    on_stack = [False] * n
+    order: list[int] = []
+    counter = n_comp = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        order.append(root)
+        on_stack[root] = True
+        work = [(root, iter(succ[root]))]
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    order.append(w)
+                    on_stack[w] = True
+                    work.append((w, iter(succ[w])))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                while True:
+                    w = order.pop()
+                    on_stack[w] = False
+                    comp[w] = n_comp
+                    if w == v:
+                        break
+                n_comp += 1
+    return comp
+
+
+def symbol_summaries(cfg: CFG, nullable: list[bool]) -> tuple[list[frozenset[int]], list[frozenset[int]], list[bool]]:
+    """Per nonterminal: the terminals its derivations use, those they can start with (FIRST),
+    and whether it nests (lies on a cycle of the "occurs in a rule of" graph through an
+    occurrence after the rule's first symbol, so that a parser stacks its rows without end; left
+    recursion, a repetition, does not). Over the strongly connected components, successors
+    first: one pass each."""
+    t = cfg.n_terminals
+    n_nt = len(cfg.nonterminals)
+    succ: list[set[int]] = [set() for _ in range(n_nt)]
+    succ_first: list[set[int]] = [set() for _ in range(n_nt)]
+    own: list[set[int]] = [set() for _ in range(n_nt)]
+    own_first: list[set[int]] = [set() for _ in range(n_nt)]
+    inner: list[tuple[int, int]] = []
+    for lhs, rhs in cfg.rules:
+        leading = True
+        for i, s in enumerate(rhs):
+            if s < t:
+                own[lhs].add(s)
+                if leading:
+                    own_first[lhs].add(s)
+                    leading = False
+                continue
+            succ[lhs].add(s - t)
+            if i:
+                inner.append((lhs, s - t))
+            if leading:
+                succ_first[lhs].add(s - t)
+                leading = nullable[s - t]
+
+    def fold(graph: list[set[int]], base: list[set[int]]) -> tuple[list[frozenset[int]], list[int]]:
+        comp = _components(graph)
+        members: list[list[int]] = [[] for _ in range(max(comp, default=-1) + 1)]
+        for v, c in enumerate(comp):
+            members[c].append(v)
+        value: list[frozenset[int]] = [frozenset()] * len(members)
+        for c, vs in enumerate(members):  # successors' components come first
+            acc: set[int] = set()
+            for v in vs:
+                acc |= base[v]
+                for w in graph[v]:
+                    if comp[w] != c:
+                        acc |= value[comp[w]]
+            value[c] = frozenset(acc)
+        return [value[comp[v]] for v in range(n_nt)], comp
+
+    terms, comp = fold(succ, own)
+    first, _ = fold(succ_first, own_first)
+    nests = {comp[a] for a, b in inner if comp[a] == comp[b]}
+    return terms, first, [comp[v] in nests for v in range(n_nt)]

@@ -25,7 +25,7 @@ from ..kernels import body_kernels as bk
 from ..kernels import earley_kernels as ek
 from ..kernels import trie_kernels
 from ..limits import check_deadline, get_limits
-from .cfg import CFG
+from .cfg import CFG, nullable_nonterminals
 from .lexer import LexerTables, bits_of, build_lexer
 
 # the kernels a step calls, without numba's per-call type dispatch (see kernels.DirectCalls)
@@ -143,35 +143,6 @@ def _last_terminals(rules: list, t: int, n_nt: int, nullable: list[bool]) -> np.
                 if not nullable[nt]:
                     break
     return last
-
-
-def nullable_nonterminals(rules: list, t: int, n_nt: int) -> list[bool]:
-    """Per nonterminal, whether it derives the empty string (``rules``: ``(lhs, rhs)`` over
-    symbols, terminals below ``t``): a worklist over "symbols of the rule not yet known
-    nullable"."""
-    nullable = [False] * n_nt
-    remaining: list[int] = []
-    users: list[list[int]] = [[] for _ in range(n_nt)]
-    queue: list[int] = []
-    for r, (lhs, rhs) in enumerate(rules):
-        if any(s < t for s in rhs):
-            remaining.append(-1)
-            continue
-        remaining.append(len(rhs))
-        for s in rhs:
-            users[s - t].append(r)
-        if not rhs:
-            queue.append(lhs)
-    while queue:
-        nt = queue.pop()
-        if nullable[nt]:
-            continue
-        nullable[nt] = True
-        for r in users[nt]:
-            remaining[r] -= 1
-            if remaining[r] == 0:
-                queue.append(rules[r][0])
-    return nullable
 
 
 class ParserTables:

@@ -11,15 +11,16 @@ the lexer would scan: more items, so a superset of what is expected next), depth
 popped after its subtree. Rows with the same fingerprint have the same future (see
 ``kernels.earley_kernels``), so each is explored once.
 
-A nonterminal that nests (it occurs inside itself after some other symbol, so its rows stack
-without end: a JSON value of any shape), or that the caller names as a unit (any JSON value),
-and that cannot reach any of the ``others`` is read as one
-symbol ``N^`` (a pseudo-terminal; nullable ``N`` may also be skipped): on one path no row
-inside ``N`` expects any of ``others``, so a conflict inside it needs a second path alive beside
-it, and that path must have read ``N``'s first lexeme too; where ``N^`` is expected beside a
-symbol whose lexemes can start with the same byte, the answer is "unknown" (the two paths may
-read the same text, and go on past ``N`` together). A nesting rule that can reach ``others`` still unfolds, and the exploration
-gives up past a budget ("unknown").
+Some nonterminals are read as one symbol ``N^`` (a pseudo-terminal; a nullable one may also
+be skipped): the caller's units (a JSON value, which expects nothing more once complete), each
+also explored on its own from a marker of its own when it may hold both terminals inside; and
+the nonterminals that nest (they occur inside themselves after some other symbol, so their rows
+stack without end) with neither terminal inside. On one path the rows inside ``N`` are seen
+where ``N`` is explored, or hold neither terminal; a conflict beside it needs a second path that
+read ``N``'s first lexeme too, so where ``N^`` is expected beside a symbol whose lexemes can
+start with the same byte the answer is "unknown" (the two paths may read the same text, and go
+on past ``N`` together), and so it is where an explored unit could end and go on. A nesting rule
+with a terminal inside still unfolds, and the exploration gives up past a budget ("unknown").
 """
 from __future__ import annotations
 
@@ -29,110 +30,14 @@ import numpy as np
 
 from ..kernels import earley_kernels as ek
 from ..limits import check_deadline
-from .cfg import CFG
-from .engine import ParserTables, _Chart, nullable_nonterminals
+from .cfg import CFG, nullable_nonterminals, symbol_summaries
+from .engine import CFGEngine, ParserTables, _Chart
 from .lexer import LexerTables
 
 __all__ = ["expected_together", "EXPLORE_ROWS"]
 
 EXPLORE_ROWS = 4_000
 """Most distinct parser rows (by fingerprint) an exploration visits before giving up."""
-
-
-def _components(succ: list[set[int]]) -> list[int]:
-    """Tarjan's strongly connected components of the graph ``succ``, iteratively: per node, its
-    component, numbered so that a component's successors have smaller numbers."""
-    n = len(succ)
-    index = [-1] * n
-    low = [0] * n
-    comp = [-1] * n
-    on_stack = [False] * n
-    order: list[int] = []
-    counter = n_comp = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        index[root] = low[root] = counter
-        counter += 1
-        order.append(root)
-        on_stack[root] = True
-        work = [(root, iter(succ[root]))]
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if index[w] < 0:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    order.append(w)
-                    on_stack[w] = True
-                    work.append((w, iter(succ[w])))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                while True:
-                    w = order.pop()
-                    on_stack[w] = False
-                    comp[w] = n_comp
-                    if w == v:
-                        break
-                n_comp += 1
-    return comp
-
-
-def _summaries(cfg: CFG, nullable: list[bool]) -> tuple[list[frozenset[int]], list[frozenset[int]], list[bool]]:
-    """Per nonterminal: the terminals its derivations use, those they can start with (FIRST),
-    and whether it nests (lies on a cycle of the "occurs in a rule of" graph through an
-    occurrence after the rule's first symbol, so that a parser stacks its rows without end; left
-    recursion, a repetition, does not). Over the strongly connected components, successors
-    first: one pass each."""
-    t = cfg.n_terminals
-    n_nt = len(cfg.nonterminals)
-    succ: list[set[int]] = [set() for _ in range(n_nt)]
-    succ_first: list[set[int]] = [set() for _ in range(n_nt)]
-    own: list[set[int]] = [set() for _ in range(n_nt)]
-    own_first: list[set[int]] = [set() for _ in range(n_nt)]
-    inner: list[tuple[int, int]] = []
-    for lhs, rhs in cfg.rules:
-        leading = True
-        for i, s in enumerate(rhs):
-            if s < t:
-                own[lhs].add(s)
-                if leading:
-                    own_first[lhs].add(s)
-                    leading = False
-                continue
-            succ[lhs].add(s - t)
-            if i:
-                inner.append((lhs, s - t))
-            if leading:
-                succ_first[lhs].add(s - t)
-                leading = nullable[s - t]
-
-    def fold(graph: list[set[int]], base: list[set[int]]) -> tuple[list[frozenset[int]], list[int]]:
-        comp = _components(graph)
-        members: list[list[int]] = [[] for _ in range(max(comp, default=-1) + 1)]
-        for v, c in enumerate(comp):
-            members[c].append(v)
-        value: list[frozenset[int]] = [frozenset()] * len(members)
-        for c, vs in enumerate(members):  # successors' components come first
-            acc: set[int] = set()
-            for v in vs:
-                acc |= base[v]
-                for w in graph[v]:
-                    if comp[w] != c:
-                        acc |= value[comp[w]]
-            value[c] = frozenset(acc)
-        return [value[comp[v]] for v in range(n_nt)], comp
-
-    terms, comp = fold(succ, own)
-    first, _ = fold(succ_first, own_first)
-    nests = {comp[a] for a, b in inner if comp[a] == comp[b]}
-    return terms, first, [comp[v] in nests for v in range(n_nt)]
 
 
 def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *, units: frozenset[int] = frozenset(),
@@ -149,12 +54,14 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     n_nt = len(cfg.nonterminals)
     other_set = set(others)
     nullable = nullable_nonterminals(cfg.rules, t, n_nt)
-    terms, first, nesting = _summaries(cfg, nullable)
+    terms, first, nesting = symbol_summaries(cfg, nullable)
     start = cfg.rules[0][1][0] - t
     if not terms[start] & other_set:
         return False  # none of ``others`` is ever expected
-    # read whole: the units, and the nesting nonterminals that cannot reach ``others``
-    whole = sorted(n for n in range(n_nt) if n != 0 and (n in units or (nesting[n] and not terms[n] & other_set)))
+    # read whole: the units, and the nesting nonterminals with neither ``a`` nor ``others``
+    # inside (one that can end where it could go on would leave ``a`` expected past its end)
+    whole = sorted(n for n in range(n_nt) if n != 0 and (n in units or (
+        nesting[n] and a not in terms[n] and not terms[n] & other_set)))
     # explored from a marker of their own: the start, and the units that may hold both inside
     roots = [start] + [n for n in sorted(units) if n != start and a in terms[n] and terms[n] & other_set]
     hat = {n: t + i for i, n in enumerate(whole)}
@@ -194,9 +101,6 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
 
     heads = bits([a] + [hat[n] for n in whole if a in first[n]])
     other_bits = bits(others + [hat[n] for n in whole if first[n] & other_set])
-    # whole-read symbols: one beside another reading of its first byte may hide a conflict (the
-    # two paths may read the same text, inside it or past it)
-    risky = set(hat.values())
     # first bytes of each terminal and whole-read symbol
     start_moves = lexer.trans[lexer.start]
     fb = np.zeros((n_sym, 256), bool)
@@ -219,20 +123,14 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     chart = _Chart(n_words)
 
     def push(scan: np.ndarray, init: bool) -> int:
-        while True:
-            rows = chart.n_rows
-            r = int(ek.push_row(G, chart.args(), scan, init))
-            if r >= 0:
-                return r
-            chart.meta[0] = rows
-            chart.grow(r)
+        return CFGEngine._retry(lambda: ek.push_row(G, chart.args(), scan, init), chart)
 
     push(np.zeros(n_words, np.uint64), True)
     stack: list[tuple[int, list[np.ndarray], bool]] = []
 
     def enter(unit: bool) -> bool | None:
         """Look at the last row: True when it expects ``a`` beside one of ``others``, None when a
-        risky whole-read symbol has company that may read its first lexeme, or a unit could end
+        whole-read symbol has company that may read its first lexeme, or a unit could end
         here and go on (what follows it elsewhere would be expected beside); else queue the
         scans out of it."""
         k = chart.n_rows - 1
@@ -242,7 +140,9 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
         if unit and chart.row_acc[k] and exp.any():
             return None
         on = np.flatnonzero(np.unpackbits(exp.view(np.uint8), bitorder="little")[:n_sym]).tolist()
-        for h in risky.intersection(on):
+        # a whole-read symbol beside another reading of its first byte may hide a conflict (the
+        # two paths may read the same text, inside it or past it)
+        for h in [x for x in on if t <= x < t + len(whole)]:
             rest = [x for x in on if x != h]
             if rest and (fb[rest].any(axis=0) & fb[h]).any():
                 return None
@@ -256,6 +156,7 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     # the first row expects the roots' markers: each is scanned alone
     seen = {chart.row_fp[0].tobytes()}
     stack.append((chart.n_rows, [bits([marker[n]]) for n in reversed(roots)], False))
+    start_marker = bits([marker[start]])
     while stack:
         rows, scans, unit = stack[-1]
         chart.meta[0] = rows  # pop what the last scan pushed
@@ -264,7 +165,7 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
             continue
         scan = scans.pop()
         if len(stack) == 1:  # a root's marker: the start, or a unit
-            unit = not (scan & bits([marker[start]])).any()
+            unit = not (scan & start_marker).any()
         if push(scan, False) != ek.OK:
             continue
         fp = chart.row_fp[rows].tobytes()

@@ -23,7 +23,7 @@ from ..regex.ast import Alt as RAlt
 from ..regex.ast import Concat, Node, Repeat
 from ..regex.ast import Empty as REmpty
 from ..limits import check_deadline
-from .cfg import CFG, literal_node, lower
+from .cfg import CFG, literal_node, lower, nullable_nonterminals, symbol_summaries
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
 from .lexer import LexerTables, build_lexer
 
@@ -221,33 +221,12 @@ def _build(ir: GrammarIR, as_rules: set[str], demoted: set[tuple], runs: bool = 
     return replace(ir, rules=rules, terminals=terminals), origin
 
 
-def _first_follow(cfg: CFG) -> list[set[int]]:
-    """FOLLOW sets over terminals for every terminal of the grammar."""
+def _first_follow(cfg: CFG) -> tuple[list[set[int]], frozenset[int]]:
+    """FOLLOW sets over terminals for every terminal of the grammar, and FIRST of the start."""
     t = cfg.n_terminals
     n_nt = len(cfg.nonterminals)
-    nullable = [False] * n_nt
-    first: list[set[int]] = [set() for _ in range(n_nt)]
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in cfg.rules:
-            acc: set[int] = set()
-            all_null = True
-            for s in rhs:
-                if s < t:
-                    acc.add(s)
-                    all_null = False
-                    break
-                acc |= first[s - t]
-                if not nullable[s - t]:
-                    all_null = False
-                    break
-            if not acc <= first[lhs]:
-                first[lhs] |= acc
-                changed = True
-            if all_null and not nullable[lhs]:
-                nullable[lhs] = True
-                changed = True
+    nullable = nullable_nonterminals(cfg.rules, t, n_nt)
+    first = symbol_summaries(cfg, nullable)[1]
     follow_nt: list[set[int]] = [set() for _ in range(n_nt)]
     follow_t: list[set[int]] = [set() for _ in range(t)]
     changed = True
