@@ -219,7 +219,7 @@ def test_contains_and_unique_items():
 def test_strict_mode_lists_every_unsupported_construct_with_its_pointer():
     schema = {"type": "object", "properties": {
         "a": {"type": "array", "uniqueItems": True},
-        "b": {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "maxItems": 3}]},
+        "b": {"oneOf": [{"type": "array", "prefixItems": [{"type": "string"}]}, {"type": "array", "maxItems": 3}]},
     }}
     with pytest.raises(lg.SchemaError) as e:
         lg.Grammar.from_json_schema(schema)
@@ -269,6 +269,165 @@ def test_one_of_with_branches_apart_on_objects_is_exact(schema: dict) -> None:
         max_examples=200)
 
 
+PROVED_APART_CASES = [
+    # property counts: one branch requires two properties, the other allows at most one
+    {"type": "object", "oneOf": [
+        {"required": ["a", "b"], "patternProperties": {"^x": {"type": "string"}}},
+        {"maxProperties": 1, "additionalProperties": {"type": "boolean"}}]},
+    # a required property's type against the types additionalProperties allows the other's keys
+    {"oneOf": [{"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}},
+                "patternProperties": {"^x": {"type": "string"}}},
+               {"type": "object", "additionalProperties": {"type": "boolean", "enum": [False]}}]},
+    # a branch that is a union: apart from the other branch member by member (its types narrowed
+    # to its members')
+    {"oneOf": [{"$ref": "#/$defs/strings"}, {"type": "object", "patternProperties": {"^x": {"type": "string"}}}],
+     "$defs": {"strings": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}}},
+    {"type": "array", "items": {"oneOf": [
+        {"$ref": "#/$defs/repo"},
+        {"type": "object", "additionalProperties": {"type": "boolean"}, "maxProperties": 1}]},
+     "$defs": {"repo": {"type": "object", "oneOf": [
+         {"required": ["type", "url"], "properties": {"type": {"const": "a"}}, "patternProperties": {"^x": {}}},
+         {"required": ["type", "url"], "properties": {"type": {"const": "b"}}}]}}},
+]
+
+
+@pytest.mark.parametrize("schema", PROVED_APART_CASES)
+def test_one_of_branches_proved_apart_by_counts_extra_properties_and_unions(schema: dict, monkeypatch) -> None:
+    """Proved disjoint, not made exclusive by negation (``_exclusive`` is switched off here), and
+    exact against ``jsonschema``."""
+    pytest.importorskip("jsonschema")
+    from hypothesis import strategies as st
+
+    from logitgate.json_schema.translate import Translator
+
+    monkeypatch.setattr(Translator, "_exclusive", lambda self, members: None)
+    lg.clear_cache()
+    assert not lg.Grammar.from_json_schema(schema, property_order="any").relaxed
+    leaf = st.sampled_from(["a", "b", "x", 1, None, True, False])
+    keys = st.sampled_from(["a", "b", "kind", "type", "url", "xa"])
+    agrees_with_jsonschema(schema, st.one_of(
+        leaf, st.lists(leaf, max_size=3), st.dictionaries(keys, leaf, max_size=3),
+        st.lists(st.dictionaries(keys, leaf, max_size=3), max_size=2)), max_examples=200)
+
+
+TYPE_EXCLUDED_CASES = [
+    # null satisfies the first two branches alike, booleans the last two: only arrays are valid
+    {"type": ["array", "boolean", "null"], "oneOf": [
+        {"$ref": "#/$defs/ops"}, {"type": "boolean"}, {"$ref": "#/$defs/off"}]},
+    {"oneOf": [{"type": ["array", "null"], "items": {"enum": ["if", "do"]}, "uniqueItems": True},
+               {"type": "null"}, {"type": "object", "patternProperties": {"^x": {"type": "string"}}}]},
+    # integers satisfy both: only numbers with a fraction are left
+    {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+]
+TYPE_EXCLUDED_DEFS = {"ops": {"type": ["array", "boolean", "null"], "items": {"enum": ["==", None]}},
+                      "off": {"description": "removes the rule", "type": "null"}}
+
+
+@pytest.mark.parametrize("case", range(len(TYPE_EXCLUDED_CASES)))
+def test_one_of_excludes_a_type_two_branches_accept_whole(case: int) -> None:
+    """Where two branches each accept every value of a type, no value of it satisfies the
+    ``oneOf``: the type is excluded, the other branches stay as they are, nothing is relaxed."""
+    pytest.importorskip("jsonschema")
+    from hypothesis import strategies as st
+
+    schema = dict(TYPE_EXCLUDED_CASES[case], **{"$defs": TYPE_EXCLUDED_DEFS})
+    g = lg.Grammar.from_json_schema(schema, property_order="any")
+    assert not g.relaxed
+    leaf = st.sampled_from(["if", "do", "==", 1, 2.5, None, True, False])
+    agrees_with_jsonschema(schema, st.one_of(leaf, st.lists(leaf, max_size=3), st.dictionaries(
+        st.sampled_from(["xa", "b"]), leaf, max_size=2)), max_examples=150)
+
+
+NEGATED_ARRAY_CASES = [
+    {"not": {"items": {"type": "string"}}},
+    {"not": {"type": "array", "items": {"type": ["string", "null"], "maxLength": 1}}},
+    {"not": {"contains": {"type": "string"}}},
+    {"not": {"type": "array", "minItems": 2, "contains": {"enum": [1, "a"]}}},
+    {"oneOf": [{"type": "array", "items": {"type": "number"}}, {"type": "array", "items": {"type": "string"}}]},
+    {"type": "array", "if": {"items": {"type": "integer"}}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
+    # a oneOf negated: its anyOf where the branches are apart, and the types two accept whole
+    {"not": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]}},
+    {"allOf": [{"enum": ["a", 1]}, {"not": {"oneOf": [True, True, True]}}]},
+    {"not": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "maxLength": 1}]}},
+    # maxContains over a schema whose negation is a group (once a crash)
+    {"type": "array", "contains": {"type": "object", "properties": {"a": {"type": "string"}}}, "maxContains": 1},
+]
+
+
+@pytest.mark.parametrize("schema", NEGATED_ARRAY_CASES)
+def test_negation_of_items_contains_and_one_of_is_exact(schema: dict) -> None:
+    """``not items S`` is "some item is not S" (``contains`` of S's negation), ``not contains S``
+    is "every item is not S"; a ``oneOf`` is negated as its ``anyOf`` and the types two branches
+    accept whole. Exact in ``not``, ``oneOf`` and ``if``, against ``jsonschema``."""
+    pytest.importorskip("jsonschema")
+    from hypothesis import strategies as st
+
+    assert not lg.Grammar.from_json_schema(schema, property_order="any").relaxed
+    leaf = st.sampled_from(["a", "bc", 1, 2.5, None, True])
+    agrees_with_jsonschema(schema, st.one_of(leaf, st.lists(leaf, max_size=4), st.lists(
+        st.lists(leaf, max_size=2), max_size=2), st.lists(st.one_of(leaf, st.dictionaries(
+            st.sampled_from(["a", "b"]), leaf, max_size=2)), max_size=3)), max_examples=200)
+
+
+EXISTS_CASES = [
+    # some key has a "b" in it
+    ({"not": {"patternProperties": {"b": False}}}, [{"ab": 1}, {"x": 1, "b": None}]),
+    # a 3-letter key with "ab" whose value is a string with an "A", and one with "cd" and a "C"
+    ({"type": "object", "propertyNames": {"pattern": "^...$"}, "allOf": [
+        {"not": {"patternProperties": {"ab": {"not": {"type": "string", "pattern": "A"}}}}},
+        {"not": {"patternProperties": {"cd": {"not": {"type": "string", "pattern": "C"}}}}}]},
+     [{"abc": "xAx", "xcd": "CC"}, {"xcd": "CC", "qqq": 1, "abc": "A"}]),
+    # a key propertyNames refuses: here the key "1"
+    ({"not": {"propertyNames": {"not": {"const": "1"}}}}, [{"1": 2}, {"a": 1, "1": None}]),
+    # a key neither named nor matched, with a value additionalProperties refuses
+    ({"not": {"properties": {"ab": {}}, "patternProperties": {"^c": {}}, "additionalProperties": {"type": "string"}}},
+     [{"q": 1}, {"ab": 1, "b": True}]),
+    # a named key is among those a pattern matches
+    ({"properties": {"ab": {"type": ["string", "integer"]}, "q": {}},
+      "not": {"patternProperties": {"b": {"type": "string"}}}},
+     [{"ab": 1}, {"q": 1, "ab": 2}, {"b": 1}, {"ab": "x", "q": 1, "bb": None}]),
+    # keys from sets (a hitting-set puzzle): one of 1/3 and one of 2/7/9, at most three members
+    ({"type": "object", "patternProperties": {"^[0-9]$": {"type": "array", "minItems": 2}},
+      "additionalProperties": False, "maxProperties": 3,
+      "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["1", "3"]}}},
+                        {"propertyNames": {"not": {"enum": ["2", "7", "9"]}}}]}},
+     [{"1": [1, 2], "2": [1, 2]}, {"3": [1, 2], "9": [0, 0], "5": [1, 1]}]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(EXISTS_CASES)))
+def test_negated_pattern_properties_additional_properties_and_property_names_are_exact(case: int) -> None:
+    """``not`` of ``patternProperties``/``additionalProperties``/``propertyNames`` asks for a
+    member that breaks it: the object grammar tracks it. Exact against ``jsonschema`` in any
+    key order and in schema order, with the valid examples accepted in both."""
+    pytest.importorskip("jsonschema")
+    import jsonschema
+    from hypothesis import strategies as st
+
+    schema, valid = EXISTS_CASES[case]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert all(validator.is_valid(v) for v in valid)
+    props = list(schema.get("properties") or {})
+    for order in ("any", "schema"):
+        lg.clear_cache()
+        c = compiled(schema, property_order=order, strict=True)
+        for v in valid:
+            if order == "schema":  # the named keys first, in the schema's order
+                v = dict(sorted(v.items(), key=lambda kv: props.index(kv[0]) if kv[0] in props else len(props)))
+            assert accepts(c, json.dumps(v, separators=(",", ":"))), (order, v)
+    leaf = st.sampled_from(["xAx", "CC", "x", 1, None, True, [1, 2], [0]])
+    keys = st.sampled_from(["ab", "abc", "xcd", "q", "b", "1", "2", "3", "9", "a"])
+    agrees_with_jsonschema(schema, st.one_of(leaf, st.dictionaries(keys, leaf, max_size=4)), max_examples=250)
+
+
+def test_more_negated_members_than_tracked_are_reported() -> None:
+    schema = {"allOf": [{"not": {"patternProperties": {c: False}}} for c in "abcdef"]}
+    with pytest.raises(lg.SchemaError, match="more than 5 members required by negated keywords"):
+        lg.Grammar.from_json_schema(schema)
+    c = compiled({"allOf": [{"not": {"patternProperties": {c: False}}} for c in "abcde"]})
+    assert accepts(c, '{"abcde":1}') and accepts(c, '{"c":1,"bade":2}') and not accepts(c, '{"abcd":1}')
+
+
 def test_one_of_branches_sharing_a_type_other_than_object_are_not_taken_as_disjoint() -> None:
     """Branches told apart only by their objects' properties overlap on the other types they both
     allow: a string satisfies both here, so ``oneOf`` refuses it (it was once taken as disjoint
@@ -279,8 +438,8 @@ def test_one_of_branches_sharing_a_type_other_than_object_are_not_taken_as_disjo
     assert accepts(c, '{"k":1}') and accepts(c, '{"k":2}')
     assert not accepts(c, '"x"') and not accepts(c, '{"k":3}')
     # an array satisfies a branch with no type and the array branch alike: a real overlap
-    g = lg.Grammar.from_json_schema({"oneOf": [{"required": ["name"]}, {"type": "array", "items": {"type": "string"}}]},
-                                    strict=False)
+    g = lg.Grammar.from_json_schema({"oneOf": [{"required": ["name"]},
+                                               {"type": "array", "prefixItems": [{"type": "string"}]}]}, strict=False)
     assert [p for p, _ in g.relaxed] == ["/oneOf"]
 
 

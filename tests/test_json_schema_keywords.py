@@ -87,11 +87,12 @@ ENFORCED: dict[str, tuple[dict, list[str], list[str]]] = {
 
 # keyword -> (schema strict mode refuses, JSON pointer of the problem)
 RELAXED: dict[str, tuple[dict, str]] = {
-    "oneOf": ({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "maxItems": 3}]}, "/oneOf"),
-    "not": ({"not": {"type": "array", "contains": {"type": "string"}}}, "/not"),
-    "if": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),
-    "then": ({"if": {"type": "array", "contains": {"type": "string"}}, "then": {"minItems": 2}}, "/if"),
-    "else": ({"if": {"type": "array", "contains": {"type": "string"}}, "else": {"minItems": 2}}, "/if"),
+    "oneOf": ({"oneOf": [{"type": "array", "prefixItems": [{"type": "string"}]}, {"type": "array", "maxItems": 3}]},
+              "/oneOf"),
+    "not": ({"not": {"type": "array", "prefixItems": [{"type": "string"}]}}, "/not"),
+    "if": ({"if": {"type": "array", "prefixItems": [{"type": "string"}]}, "then": {"minItems": 2}}, "/if"),
+    "then": ({"if": {"type": "array", "prefixItems": [{"type": "string"}]}, "then": {"minItems": 2}}, "/if"),
+    "else": ({"if": {"type": "array", "prefixItems": [{"type": "string"}]}, "else": {"minItems": 2}}, "/if"),
     "$recursiveRef": ({"$schema": D2019, "type": "object", "properties": {"a": {"$recursiveRef": "#/$defs/x"}},
                        "$defs": {"x": {"type": "integer"}}}, "/properties/a/$recursiveRef"),
     "minLength": ({"type": "string", "minLength": 300, "pattern": "^a"}, ""),
@@ -107,7 +108,7 @@ RELAXED: dict[str, tuple[dict, str]] = {
                                "unevaluatedProperties": False}, "/unevaluatedProperties"),
     "contains": ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}, "/contains"),
     "minContains": ({"type": "array", "contains": {"type": "integer"}, "minContains": 3000}, "/contains"),
-    "maxContains": ({"type": "array", "contains": {"type": "array", "contains": {"type": "string"}},
+    "maxContains": ({"type": "array", "contains": {"type": "array", "prefixItems": [{"type": "string"}]},
                      "maxContains": 1}, "/maxContains"),
     "uniqueItems": ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "/uniqueItems"),
     "unevaluatedItems": ({"type": "array", "anyOf": [{"prefixItems": [{}]}, {"prefixItems": [{}, {}]}],

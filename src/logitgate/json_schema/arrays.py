@@ -19,6 +19,7 @@ from .translate import (
     Sub,
     _dedupe,
     _NotSchema,
+    subschemas,
     types_and_consts,
 )
 
@@ -35,8 +36,9 @@ def _alt(alts: list[Expr]) -> Expr:
     return alts[0] if len(alts) == 1 else Alt(tuple(alts))
 
 
-def _positional(sub: Sub) -> tuple[list[Sub], Sub | None]:
-    """(prefix item schemas, schema of the items after them or None) of one subschema."""
+def _positional(sub: Sub) -> tuple[list[Sub], list[Sub] | None]:
+    """(prefix item schemas, schemas of the items after them or None) of one subschema (the
+    latter several where a negation put a group there)."""
     s = sub.schema
     old = sub.draft in ("draft4", "draft6", "draft7", "draft2019-09")
     if not old:
@@ -46,14 +48,14 @@ def _positional(sub: Sub) -> tuple[list[Sub], Sub | None]:
         items = s.get("items")
         if isinstance(items, list):  # the old form under a 2020-12 $schema: read it as the old form
             return [sub.child(x, "items", i) for i, x in enumerate(items)], \
-                sub.child(s["additionalItems"], "additionalItems") if "additionalItems" in s else None
+                [sub.child(s["additionalItems"], "additionalItems")] if "additionalItems" in s else None
         return [sub.child(x, "prefixItems", i) for i, x in enumerate(prefix or [])], \
-            sub.child(items, "items") if "items" in s else None
+            subschemas(items, sub, "items") if "items" in s else None
     items = s.get("items")
     if isinstance(items, list):
-        rest = sub.child(s["additionalItems"], "additionalItems") if "additionalItems" in s else None
+        rest = [sub.child(s["additionalItems"], "additionalItems")] if "additionalItems" in s else None
         return [sub.child(x, "items", i) for i, x in enumerate(items)], rest
-    return [], sub.child(items, "items") if "items" in s else None
+    return [], subschemas(items, sub, "items") if "items" in s else None
 
 
 def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
@@ -65,7 +67,7 @@ def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> 
     P = max((len(p) for p, _ in pos), default=0)
     lo, hi = 0, None
     unique = False
-    contains: list[tuple[Sub, int, int | None]] = []
+    contains: list[tuple[tuple[Sub, ...], int, int | None]] = []
     for sub in subs:
         mn = _int_kw(sub, "minItems")
         if mn is not None:
@@ -78,7 +80,8 @@ def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> 
         if "contains" in sub.schema:
             cmin = _int_kw(sub, "minContains") if sub.draft not in ("draft4", "draft6", "draft7") else None
             cmax = _int_kw(sub, "maxContains") if sub.draft not in ("draft4", "draft6", "draft7") else None
-            contains.append((sub.child(sub.schema["contains"], "contains"), 1 if cmin is None else cmin, cmax))
+            contains.append((tuple(subschemas(sub.schema["contains"], sub, "contains")), 1 if cmin is None else cmin,
+                             cmax))
     if hi is not None and hi < lo:
         return NEVER
     uneval = tr.unevaluated(subs, "unevaluatedItems", also="contains")
@@ -91,7 +94,7 @@ def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> 
                 out.append(prefix[i])
                 covering.add(k)
             elif rest is not None:
-                out.append(rest)
+                out.extend(rest)
                 covering.add(k)
         for schema, cover in uneval:
             if not any(id(s) in {id(subs[k]) for k in covering} for s in cover):
@@ -153,9 +156,9 @@ def _plain(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None, depth:
 
 
 def _with_contains(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None,
-                   contains: tuple[Sub, int, int | None], depth: int, pointer: str) -> Expr:
-    csub, cmin, cmax = contains
-    neg = tr.negate(csub) if cmax is not None else None
+                   contains: tuple[tuple[Sub, ...], int, int | None], depth: int, pointer: str) -> Expr:
+    csubs, cmin, cmax = contains
+    neg = tr.negate(csubs[0]) if cmax is not None and len(csubs) == 1 else None
     if cmax is not None and neg is None:
         tr.unsupported(pointer + "/maxContains", "maxContains with a 'contains' schema that cannot be negated "
                        "(not checked)")
@@ -170,7 +173,7 @@ def _with_contains(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None
         """(element expression, how much it adds to the contains count) for position i."""
         base = conj_at(i)
         out: list[tuple[Expr, int]] = []
-        yes = tr.value(base + (csub,), depth + 1)
+        yes = tr.value(base + csubs, depth + 1)
         if yes is not NEVER:
             out.append((yes, 1))
         if cmax is None:
@@ -179,7 +182,7 @@ def _with_contains(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None
                 out.append((any_, 0))
         else:
             for n in neg or []:
-                no = tr.value(base + (n,), depth + 1)
+                no = tr.value(base + tuple(subschemas(n, csubs[0], "contains")), depth + 1)
                 if no is not NEVER:
                     out.append((no, 0))
         return out

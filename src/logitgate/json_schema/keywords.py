@@ -55,12 +55,15 @@ KEYWORDS: dict[str, Keyword] = dict([
     # -- combinators ------------------------------------------------------------------------
     _k("allOf", "any", "exact", "all", "The members are merged into one conjunction."),
     _k("anyOf", "any", "exact", "all"),
-    _k("oneOf", "any", "partial", "all", "Exact when the branches are disjoint (by type, or by a required "
-       "`const`/`enum` property), or when every branch can be negated (as for `not`: each branch is then "
+    _k("oneOf", "any", "partial", "all", "Exact when the branches are disjoint (by type; for objects by a "
+       "required property's `const`/`enum` values or types, `additionalProperties`' types or property counts; "
+       "a branch that is an `anyOf`/`oneOf` member by member), when two branches accept every value of a type "
+       "(that type is then excluded), or when every branch can be negated (as for `not`: each branch is then "
        "taken with the negation of all the others); otherwise enforced as `anyOf` (reported)."),
     _k("not", "any", "partial", "all", "Exact where the negation is decidable: types, primitive constraints, "
-       "`properties`/`required`, `minItems`/`maxItems`/`minProperties`/`maxProperties`, `anyOf`/`allOf` of "
-       "those, a double `not`; otherwise ignored."),
+       "`properties`/`required`, `minItems`/`maxItems`/`minProperties`/`maxProperties`, `items`, `contains`, "
+       "`patternProperties`/`additionalProperties`/`propertyNames` (a member that breaks them, at most five "
+       "per object), `anyOf`/`allOf`/`oneOf` of those, a double `not`; otherwise ignored."),
     _k("if", "any", "partial", "7+", "With `then`/`else`: exact when `if` can be negated (as for `not`); "
        "otherwise enforced as (if and then) or else; also relaxed when the combinators at one position "
        "expand into more than `Limits.max_schema_alternatives` branches."),

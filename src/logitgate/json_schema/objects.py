@@ -22,10 +22,12 @@ from ..grammar.ir import Alt, Empty, Expr, Rep, Seq
 from ..regex.ast import Node
 from .translate import (
     MAX_ANY_ORDER_TRACKED,
+    MAX_EXISTS,
     MAX_OBJECT_STATES,
     MAX_PATTERN_CLASSES,
     NEVER,
     Sub,
+    _Exists,
 )
 
 if TYPE_CHECKING:
@@ -35,13 +37,17 @@ __all__ = ["object_expr"]
 
 
 class _Named:
-    __slots__ = ("key", "name", "required", "value")
+    __slots__ = ("key", "name", "required", "value", "variants")
 
-    def __init__(self, name: str, key: Expr, value: Expr, required: bool) -> None:
+    def __init__(self, name: str, key: Expr, value: Expr, required: bool,
+                 variants: list[tuple[int, Expr]] | None = None) -> None:
         self.name = name
         self.key = key
         self.value = value
         self.required = required
+        self.variants = [(0, value)] if variants is None else variants
+        """``(flags, value)``: the values it may take, each with the ``_Exists`` members it is
+        (bit j: the j-th), the plain value first (flags 0)."""
 
 
 def _alt(alts: list[Expr]) -> Expr:
@@ -61,13 +67,9 @@ def _int_kw(sub: Sub, kw: str) -> int | None:
 
 def _members(v: Any, sub: Sub, name: str) -> list[Sub]:
     """The subschemas a ``properties`` entry stands for (negations put Subs and groups there)."""
-    from .translate import _Group
+    from .translate import subschemas
 
-    if isinstance(v, Sub):
-        return [v]
-    if isinstance(v, _Group):
-        return [m for x in v.members for m in _members(x, sub, name)]
-    return [sub.child(v, "properties", name)]
+    return subschemas(v, sub, "properties", name)
 
 
 def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> Expr:
@@ -76,6 +78,12 @@ def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) ->
     from .strings import literal_string_node
 
     subs = [s for s in conj if isinstance(s.schema, dict)]
+    exists = _dedupe_exists([s.schema for s in subs if isinstance(s.schema, _Exists)])
+    if len(exists) > MAX_EXISTS:
+        tr.unsupported(subs[0].pointer, f"more than {MAX_EXISTS} members required by negated keywords "
+                       "(patternProperties/additionalProperties/propertyNames under 'not'): the others are not "
+                       "checked")
+        exists = exists[:MAX_EXISTS]
     names: list[str] = []  # every `properties` key in schema order, then required-only names
     required: set[str] = set()
     required_order: list[str] = []
@@ -129,7 +137,7 @@ def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) ->
     name_langs = [tr.key_language(sub.child(sub.get("propertyNames"), "propertyNames"))
                   for sub in subs if "propertyNames" in sub.schema]
     if any(lang is NEVER for lang in name_langs):
-        return NEVER if required or lo > 0 else tr.empty("{}", depth)
+        return NEVER if required or lo > 0 or exists else tr.empty("{}", depth)
 
     def covered(sub: Sub, name: str | None, chosen: list[int] | None) -> list[Sub]:
         """The schemas one subschema imposes on the value of key ``name`` (or a key class)."""
@@ -166,25 +174,49 @@ def object_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) ->
         for lang in name_langs:
             if not tr.dfa(lang).matches(text):
                 allowed = False
-        value = tr.value(value_conj(name, None), depth + 1) if allowed else NEVER
+        base = value_conj(name, None)
+        value = tr.value(base, depth + 1) if allowed else NEVER
         if value is NEVER and name in required:
             return NEVER
         key = tr.key_term(literal_string_node(name), "KEY_" + name)
-        named.append(_Named(name, key, value, name in required))
+        hits = [j for j, e in enumerate(exists) if tr.dfa(e.keys).matches(text)]
+        variants = [(0, value)] if value is not NEVER else []
+        for flags in range(1, 1 << len(exists)) if value is not NEVER else ():
+            if any(flags >> j & 1 and j not in hits for j in range(len(exists))):
+                continue
+            v = tr.value(base + tuple(x for j in hits if flags >> j & 1 for x in exists[j].values), depth + 1)
+            if v is not NEVER:
+                variants.append((flags, v))
+        named.append(_Named(name, key, value, name in required, variants))
 
-    extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth)
+    extras = _extra_members(tr, subs, patterns, names, name_langs, value_conj, depth, exists)
+    full = (1 << len(exists)) - 1
     pointer = subs[0].pointer if subs else ""
     if tr.property_order == "any":
-        return _any_order(tr, named, extras, lo, hi, depth, pointer)
+        return _any_order(tr, named, extras, lo, hi, depth, pointer, full)
     listed = {nm for sub in subs for nm in (sub.get("properties") or {})}
     ordered = [m for m in named if m.name in listed]
     free = [m for m in named if m.name not in listed]  # required but not listed: any order, at the end
-    return _schema_order(tr, ordered, free, extras, lo, hi, depth, pointer)
+    return _schema_order(tr, ordered, free, extras, lo, hi, depth, pointer, full)
+
+
+def _dedupe_exists(exists: list[_Exists]) -> list[_Exists]:
+    """``exists`` less repeats (the same keys and value schemas)."""
+    out: list[_Exists] = []
+    seen: set[tuple] = set()
+    for e in exists:
+        key = (e.keys, tuple(v.key for v in e.values))
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
 
 
 def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[str], name_langs: list[Node],
-                   value_conj: Any, depth: int) -> list[Expr]:
-    """One member expression (key class lexeme + value) per key class that allows some value."""
+                   value_conj: Any, depth: int, exists: list[_Exists]) -> list[tuple[int, Expr]]:
+    """``(flags, member expression)`` (key class lexeme + value) per key class that allows some
+    value: flags 0 for the class itself, and for each set of the ``_Exists`` members (bit j: the
+    j-th) its keys in all of theirs with a value satisfying all of theirs."""
     from ..regex.ast import Alt as RxAlt
     from .strings import any_string_node, literal_string_node, other_keys_node
     from .translate import MAX_LEXEME_STATES, _known_empty, _pattern_string
@@ -221,69 +253,84 @@ def _extra_members(tr: Translator, subs: list[Sub], patterns: list, names: list[
         if _known_empty(node):
             continue
         key = tr.key_term(node, "KEY")
-        out.append(Seq((key, tr.ws(), tr.member_value(value))))
+        out.append((0, Seq((key, tr.ws(), tr.member_value(value)))))
+        for flags in range(1, 1 << len(exists)):
+            chosen_exists = [e for j, e in enumerate(exists) if flags >> j & 1]
+            both = tr.boolean("intersect", [node] + [e.keys for e in chosen_exists], where,
+                              "keys of a member a negated keyword requires")
+            if both is None:
+                both = node  # too large: reported, and any key of the class taken (an over-approximation)
+            if _known_empty(both):
+                continue  # no such key here
+            v = tr.value(value_conj(None, chosen) + tuple(x for e in chosen_exists for x in e.values), depth + 1)
+            if v is not NEVER:
+                out.append((flags, Seq((tr.key_term(both, "KEY"), tr.ws(), tr.member_value(v)))))
     return out
 
 
-def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extras: list[Expr], lo: int,
-                  hi: int | None, depth: int, pointer: str) -> Expr:
+def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extras: list[tuple[int, Expr]],
+                  lo: int, hi: int | None, depth: int, pointer: str, full: int = 0) -> Expr:
+    """Named members in order, then the extra ones (and the required unlisted ones, any order);
+    ``full``: the flags of the ``_Exists`` members the object must have had by its end."""
     n = len(named)
     counting = lo > 0 or hi is not None
     cap = max(lo, (hi + 1) if hi is not None else 0, 1) if counting else 1
-    if counting and (n + 1) * (cap + 1) > MAX_OBJECT_STATES:
+    if counting and (n + 1) * (cap + 1) * (full + 1) > MAX_OBJECT_STATES:
         tr.unsupported(pointer, "minProperties/maxProperties too large to enforce with this many properties "
                        "(not checked)")
         counting, cap, lo, hi = False, 1, 0, None
-    memo: dict[tuple[int, int], Expr] = {}
-    extra = _alt(extras) if extras else NEVER
+    memo: dict[tuple[int, int, int], Expr] = {}
+    extra = _alt([x for _, x in extras]) if extras else NEVER
+    by_flags = _by_flags(extras)
 
     def sep(c: int) -> tuple[Expr, ...]:
         return (tr.sep(depth),) if c > 0 else ()
 
-    def member(m: _Named) -> Expr:
-        return Seq((m.key, tr.ws(), tr.member_value(m.value)))
+    free_state = _any_order_machine(tr, free, extras, lo, hi, depth, pointer, full)[0] if free else None
 
-    free_state = _any_order_machine(tr, free, extras, lo, hi, depth, pointer)[0] if free else None
-
-    def tail(c: int) -> Expr:
-        """Extra members after the named ones; ``c`` members so far (c == 0: at least one)."""
+    def tail(c: int, f: int) -> Expr:
+        """Extra members after the named ones; ``c`` members so far (c == 0: at least one), the
+        ``_Exists`` members in ``f`` met."""
         if free_state is not None:
-            return free_state(0, c)
+            return free_state(0, c, f)
         alts: list[Expr] = []
-        if c > 0 and c >= lo:
+        if c > 0 and c >= lo and f == full:
             alts.append(Empty())
         if extra is NEVER:
             return _alt(alts)
-        if not counting or (hi is None and c >= lo):
+        if f == full and (not counting or (hi is None and c >= lo)):
             more = Rep(Seq((tr.sep(depth), extra)), 0, None)
             return Seq((extra, more)) if c == 0 else _alt([Empty(), Seq((tr.sep(depth), extra, more))]) \
                 if c >= lo else NEVER
         if hi is None or c < hi:
-            nxt = chain(n, min(c + 1, cap))
-            if nxt is not NEVER:
-                alts.append(Seq((*sep(c), extra, nxt)))
+            for flags, x in by_flags:
+                nxt = chain(n, min(c + 1, cap), f | flags)
+                if nxt is not NEVER:
+                    alts.append(Seq((*sep(c), x, nxt)))
         return _alt(alts)
 
-    def chain(i: int, c: int) -> Expr:
-        return tr.state_rule(memo, (i, c), f"obj_{i}_{c}", lambda: chain_body(i, c), inline=True)
+    def chain(i: int, c: int, f: int) -> Expr:
+        name = f"obj_{i}_{c}" if not full else f"obj_{i}_{c}_{f}"
+        return tr.state_rule(memo, (i, c, f), name, lambda: chain_body(i, c, f), inline=True)
 
-    def chain_body(i: int, c: int) -> Expr:
+    def chain_body(i: int, c: int, f: int) -> Expr:
         if i == n:
-            return tail(c)
+            return tail(c, f)
         m = named[i]
         alts: list[Expr] = []
-        if m.value is not NEVER and (hi is None or c < hi):
-            nxt = chain(i + 1, min(c + 1, cap))
-            if nxt is not NEVER:
-                alts.append(Seq((*sep(c), member(m), nxt)))
+        if hi is None or c < hi:
+            for flags, value in m.variants:
+                nxt = chain(i + 1, min(c + 1, cap), f | flags)
+                if nxt is not NEVER:
+                    alts.append(Seq((*sep(c), m.key, tr.ws(), tr.member_value(value), nxt)))
         if not m.required:
-            nxt = chain(i + 1, c)
+            nxt = chain(i + 1, c, f)
             if nxt is not NEVER:
                 alts.append(nxt)
         return _alt(alts)
 
-    can_be_empty = lo == 0 and not any(m.required for m in named + free)
-    body = chain(0, 0)
+    can_be_empty = lo == 0 and not full and not any(m.required for m in named + free)
+    body = chain(0, 0, 0)
     alts = []
     if can_be_empty:
         alts.append(tr.empty("{}", depth))
@@ -292,10 +339,18 @@ def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extra
     return _alt(alts)
 
 
-def _any_order(tr: Translator, named: list[_Named], extras: list[Expr], lo: int, hi: int | None, depth: int,
-               pointer: str) -> Expr:
-    state, can_be_empty = _any_order_machine(tr, named, extras, lo, hi, depth, pointer)
-    body = state(0, 0)
+def _by_flags(extras: list[tuple[int, Expr]]) -> list[tuple[int, Expr]]:
+    """The extra members grouped by their flags: one alternative per set of flags."""
+    groups: dict[int, list[Expr]] = {}
+    for flags, x in extras:
+        groups.setdefault(flags, []).append(x)
+    return [(flags, _alt(xs)) for flags, xs in groups.items()]
+
+
+def _any_order(tr: Translator, named: list[_Named], extras: list[tuple[int, Expr]], lo: int, hi: int | None,
+               depth: int, pointer: str, full: int = 0) -> Expr:
+    state, can_be_empty = _any_order_machine(tr, named, extras, lo, hi, depth, pointer, full)
+    body = state(0, 0, 0)
     alts: list[Expr] = []
     if can_be_empty:
         alts.append(tr.empty("{}", depth))
@@ -304,11 +359,11 @@ def _any_order(tr: Translator, named: list[_Named], extras: list[Expr], lo: int,
     return _alt(alts)
 
 
-def _any_order_machine(tr: Translator, named: list[_Named], extras: list[Expr], lo: int, hi: int | None,
-                       depth: int, pointer: str) -> tuple[Any, bool]:
-    """``(state, can_be_empty)``: ``state(mask, c)`` is the rule for the rest of an object whose
-    tracked properties in ``mask`` were used and which has ``c`` members so far (``c == 0``: at
-    least one more)."""
+def _any_order_machine(tr: Translator, named: list[_Named], extras: list[tuple[int, Expr]], lo: int,
+                       hi: int | None, depth: int, pointer: str, full: int = 0) -> tuple[Any, bool]:
+    """``(state, can_be_empty)``: ``state(mask, c, f)`` is the rule for the rest of an object whose
+    tracked properties in ``mask`` were used, which has ``c`` members so far (``c == 0``: at
+    least one more) and met the ``_Exists`` members in ``f`` (all of ``full`` by its end)."""
     n = len(named)
     if n <= MAX_ANY_ORDER_TRACKED:
         tracked = [i for i in range(n)]
@@ -323,32 +378,34 @@ def _any_order_machine(tr: Translator, named: list[_Named], extras: list[Expr], 
     untracked_required = any(m.required and i not in bit for i, m in enumerate(named))
     counting = lo > 0 or hi is not None
     cap = max(lo, (hi + 1) if hi is not None else 0, 1) if counting else 1
-    if (1 << len(tracked)) * (cap + 1) > MAX_OBJECT_STATES:
+    if (1 << len(tracked)) * (cap + 1) * (full + 1) > MAX_OBJECT_STATES:
         tr.unsupported(pointer, "minProperties/maxProperties too large to enforce in any order (not checked)")
         counting, cap, lo, hi = False, 1, 0, None
-    memo: dict[tuple[int, int], Expr] = {}
+    memo: dict[tuple[int, int, int], Expr] = {}
+    by_flags = _by_flags(extras)
 
-    def state(mask: int, c: int) -> Expr:
-        return tr.state_rule(memo, (mask, c), f"obj_any_{mask}_{c}", lambda: state_body(mask, c))
+    def state(mask: int, c: int, f: int) -> Expr:
+        name = f"obj_any_{mask}_{c}" if not full else f"obj_any_{mask}_{c}_{f}"
+        return tr.state_rule(memo, (mask, c, f), name, lambda: state_body(mask, c, f))
 
-    def state_body(mask: int, c: int) -> Expr:
+    def state_body(mask: int, c: int, f: int) -> Expr:
         alts: list[Expr] = []
-        if c > 0 and mask & need == need and c >= lo:
+        if c > 0 and mask & need == need and c >= lo and f == full:
             alts.append(Empty())
         if hi is None or c < hi:
             s = (tr.sep(depth),) if c > 0 else ()
             nc = min(c + 1, cap)
             for i, m in enumerate(named):
-                if m.value is NEVER or (i in bit and mask & bit[i]):
+                if i in bit and mask & bit[i]:
                     continue
-                nxt = state(mask | bit.get(i, 0), nc)
+                for flags, value in m.variants:
+                    nxt = state(mask | bit.get(i, 0), nc, f | flags)
+                    if nxt is not NEVER:
+                        alts.append(Seq((*s, m.key, tr.ws(), tr.member_value(value), nxt)))
+            for flags, x in (by_flags if full else [(0, x) for _, x in extras]):
+                nxt = state(mask, nc, f | flags)
                 if nxt is not NEVER:
-                    alts.append(Seq((*s, m.key, tr.ws(), tr.member_value(m.value), nxt)))
-            if extras:
-                nxt = state(mask, nc)
-                if nxt is not NEVER:
-                    for x in extras:
-                        alts.append(Seq((*s, x, nxt)))
+                    alts.append(Seq((*s, x, nxt)))
         return _alt(alts)
 
-    return state, lo == 0 and need == 0 and not untracked_required
+    return state, lo == 0 and need == 0 and not untracked_required and not full

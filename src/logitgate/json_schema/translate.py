@@ -75,6 +75,12 @@ of milliseconds at most). A schema's object states multiply along the rows, so a
 rarely fits; its long strings are then whole lexemes."""
 _DISJOINT_DEPTH = 3
 """How many property levels down the ``oneOf`` disjointness check compares subschemas."""
+MAX_EXISTS = 5
+"""Most members one object must have because of negated ``patternProperties``,
+``additionalProperties`` or ``propertyNames`` (each doubles the object's states)."""
+MAX_NEGATED_ANY_OF = 64
+"""Most alternatives the negation of an ``anyOf`` may expand into (not (A or B) = not A and not B,
+each negation a union: one alternative per choice of one part of each)."""
 MAX_LEVEL = 6
 """Largest minLength/maxLength enforced exactly (a counter costs states per character)."""
 
@@ -99,6 +105,13 @@ _ARRAY_KW = {
 _COMBINATORS = {"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "dependentRequired", "dependencies"}
 KNOWN = ANNOTATIONS | _STRING_KW | _NUMBER_KW | _OBJECT_KW | _ARRAY_KW | _COMBINATORS | {"type", "enum", "const"}
+_KEYWORD_TYPES: dict[str, set[str]] = {
+    **{k: {"string"} for k in _STRING_KW},
+    **{k: {"number", "integer"} for k in _NUMBER_KW},
+    **{k: {"object"} for k in _OBJECT_KW | {"dependentRequired", "dependentSchemas", "dependencies"}},
+    **{k: {"array"} for k in _ARRAY_KW},
+}
+"""The types whose values a keyword constrains (the keywords not here constrain every type)."""
 
 
 class _Never:
@@ -258,6 +271,14 @@ class Translator:
         such subschema, so that a ``$ref`` cycle through it is recognised."""
         self._parts: dict[tuple, dict] = {}
         """Schemas made of some of a subschema's keywords (``_part_of``), kept while translating."""
+        self._negations: dict[tuple, tuple[Any, list[Any] | None]] = {}
+        """``negate``'s memo: (the subschema, kept alive, and its negation)."""
+        self._negating: set[tuple] = set()  # the subschemas being negated (a cycle: not negated)
+        self._signatures: dict[tuple, tuple[Any, _Signature | None]] = {}
+        """``_signature``'s memo: (the subschema, kept alive, and its signature)."""
+        self._conjunctions: list[tuple[Sub, ...]] = []
+        """Every conjunction ``value`` translated: the memo keys hold the ids of their schemas, some
+        of them made while translating (negations), so those stay alive and their ids unique."""
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -377,6 +398,7 @@ class Translator:
         found = self._memo.get(key)
         if found is not None:
             return found
+        self._conjunctions.append(conj)
         hint = conj[-1].pointer.rsplit("/", 1)[-1] if conj else "any"
         name = self.new_rule(hint or "root")
         self.value_rules.add(name)
@@ -479,7 +501,10 @@ class Translator:
                 branches.append([sub.child(m, "anyOf", i) for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
             if "oneOf" in s:
                 members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
-                if not self._pairwise_disjoint(members, _type_set(s)):
+                excluded = self._overlap_types(members, _type_set(s))
+                if excluded:  # two branches accept every value of these types: no value has one
+                    extra.append(_negated(sub, {"type": sorted(excluded)}))
+                elif excluded is None:
                     exclusive = None if self._skip_conditionals else self._exclusive(members)
                     if exclusive is None:
                         self.unsupported(sub.pointer + "/oneOf",
@@ -631,7 +656,23 @@ class Translator:
     # -- negation ----------------------------------------------------------------------------
 
     def negate(self, sub: Sub) -> list[Sub] | None:
-        """Schemas whose union is the complement of ``sub`` (None: not decidable here)."""
+        """Schemas whose union is the complement of ``sub`` (None: not decidable here, or a
+        reference cycle: a recursive schema is not negated). Memoised per subschema."""
+        key = sub.key
+        known = self._negations.get(key)
+        if known is not None:  # fresh Subs: expanding a conjunction sets their scope
+            return None if known[1] is None else [_fresh(x) for x in known[1]]
+        if key in self._negating:
+            return None
+        self._negating.add(key)
+        try:
+            out = self._negate(sub)
+        finally:
+            self._negating.discard(key)
+        self._negations[key] = (sub.schema, out)  # the schema is kept: its id is in the key
+        return out
+
+    def _negate(self, sub: Sub) -> list[Sub] | None:
         s = sub.schema
         if s is True:
             return []
@@ -651,10 +692,18 @@ class Translator:
             return self._negate_parts(sub, s, combo)
         if keys == {"anyOf"}:
             # not (A or B) = not A and not B: only when each negation is a single schema
+            # not (A or B) = not A and not B, each a union: the union of the pairs' conjunctions
             negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
-            if any(n is None or len(n) != 1 for n in negs):
+            if any(n == [] for n in negs):
+                return []  # a member every value satisfies
+            if any(n is None for n in negs):
                 return None
-            return [_Group([n[0] for n in negs])]  # type: ignore[index]
+            combos: list[list[Any]] = [[]]
+            for n in negs:
+                combos = [c + [x] for c in combos for x in n]  # type: ignore[union-attr]
+                if len(combos) > MAX_NEGATED_ANY_OF:
+                    return None
+            return [c[0] if len(c) == 1 else _Group(c) for c in combos]
         if keys <= _STRING_KW | _NUMBER_KW | {"type", "enum", "const"}:
             return [_negated(sub, s)]
         if keys <= _NEGATABLE_STRUCTURE:
@@ -674,6 +723,20 @@ class Translator:
                 json_type, other, delta = _COUNT_NEGATION[kw]
                 if (types is None or json_type in types) and n + delta >= 0:
                     out.append(sub.child({"type": json_type, other: n + delta}, kw))
+            if "items" in keys and (types is None or "array" in types):
+                if not isinstance(s["items"], dict) and not isinstance(s["items"], bool):
+                    return None  # the positional form: not negated here
+                # not (every item is S) = some item is not S
+                negs = self.negate(sub.child(s["items"], "items"))
+                if negs is None:
+                    return None
+                out.extend(sub.child({"type": "array", "contains": n}, "items") for n in negs)
+            if "contains" in keys and (types is None or "array" in types):
+                # not (some item is S) = every item is not S: one schema for the items
+                negs = self.negate(sub.child(s["contains"], "contains"))
+                if negs is None or len(negs) > 1:
+                    return None
+                out.append(sub.child({"type": "array", "items": negs[0] if negs else False}, "contains"))
             if types is not None and "object" not in types:
                 return out
             for r in s.get("required", []):
@@ -685,14 +748,86 @@ class Translator:
                 for n in negs:
                     out.append(_Group([sub.child({"type": "object", "required": [p]}, "properties", p),
                                        sub.child({"type": "object", "properties": {p: n}}, "properties", p)]))
-            return out
+            members = self._negate_members(sub, s)
+            return None if members is None else out + members
         return None
+
+    def _negate_members(self, sub: Sub, s: dict) -> list[Sub] | None:
+        """The negations of ``s``'s ``patternProperties``, ``additionalProperties`` and
+        ``propertyNames``: objects with some member that breaks one (``_Exists``): a key a
+        pattern matches with a value its schema refuses, a key neither named nor matched with a
+        value ``additionalProperties`` refuses, a key ``propertyNames`` refuses. None where the
+        keys are not known exactly (a pattern or name schema relaxed) or a value schema cannot be
+        negated."""
+        from .strings import any_string_node, literal_string_node
+
+        pats = s.get("patternProperties") or {}
+        if not isinstance(pats, dict):
+            return None  # malformed: the keyword check reports it where the schema is used
+        out: list[Sub] = []
+        pattern_nodes = []
+        for pat, ps in pats.items():
+            try:
+                keys = _pattern_string(pat)
+            except RegexError:
+                return None  # not supported exactly here (or malformed, reported where it is used)
+            pattern_nodes.append(keys)
+            negs = self.negate(sub.child(ps, "patternProperties", pat))
+            if negs is None:
+                return None
+            out.extend(self._exists(sub, keys, n, "patternProperties", pat) for n in negs)
+        if "additionalProperties" in s:
+            negs = self.negate(sub.child(s["additionalProperties"], "additionalProperties"))
+            if negs is None:
+                return None
+            if negs:
+                from ..regex.ast import Alt as RxAlt
+
+                known = [literal_string_node(p) for p in (s.get("properties") or {})] + pattern_nodes
+                keys = any_string_node()
+                if known:
+                    keys = self._exactly(lambda: self.boolean(
+                        "difference", [keys, known[0] if len(known) == 1 else RxAlt(tuple(known))], sub.pointer,
+                        "keys other than the named and matched ones"))
+                    if keys is None:
+                        return None
+                out.extend(self._exists(sub, keys, n, "additionalProperties") for n in negs)
+        if "propertyNames" in s:
+            allowed = self._exactly(lambda: self.key_language(sub.child(s["propertyNames"], "propertyNames")))
+            if allowed is None:
+                return None
+            keys = any_string_node() if allowed is NEVER else self._exactly(lambda: self.boolean(
+                "difference", [any_string_node(), allowed], sub.pointer, "keys propertyNames refuses"))
+            if keys is None:
+                return None
+            out.append(self._exists(sub, keys, None, "propertyNames"))
+        return [x for x in out if x is not None]
+
+    def _exists(self, sub: Sub, keys: Node, value: Any, *path: str) -> Sub | None:
+        """An object with a member whose key text is in ``keys`` and whose value satisfies
+        ``value`` (a negation's part; None: any value); None when no key is in ``keys``."""
+        if _known_empty(keys):
+            return None
+        values = () if value is None else tuple(subschemas(value, sub, *path))
+        return sub.child(_Exists(keys, values), *path)
+
+    def _exactly(self, build: Any) -> Any:
+        """``build()``, or None when it relaxed something (what it reported is withdrawn: the
+        caller does without it)."""
+        n = len(self.problems)
+        out = build()
+        if len(self.problems) > n or out is None:
+            del self.problems[n:]
+            return None
+        return out
 
     def _negate_parts(self, sub: Sub, s: dict, combo: set[str]) -> list[Any] | None:
         """``negate`` of a schema with combinators (``combo``), alone or beside other keywords: it
-        is the conjunction of its other keywords, its ``allOf`` members, its ``anyOf`` (or a
-        one-member ``oneOf``) and its ``not``, so its negation is the union of theirs (not (not
-        A) = A; None when a part cannot be negated, or a ``oneOf`` has several members)."""
+        is the conjunction of its other keywords, its ``allOf`` members, its ``anyOf`` and its
+        ``not``, so its negation is the union of theirs (not (not A) = A; None when a part cannot
+        be negated). A ``oneOf`` is its ``anyOf`` where its branches are apart but for the types
+        two of them accept whole (``_overlap_types``), and those types are then in the union;
+        otherwise None."""
         parts: list[Sub] = []
         rest = {k: v for k, v in s.items() if k not in combo}
         if any(k not in ANNOTATIONS or k == "format" for k in rest):
@@ -709,7 +844,13 @@ class Translator:
             elif kw == "anyOf":
                 parts.append(self._part_of(sub, kw, {"anyOf": members}))
             else:
-                return None
+                # oneOf = anyOf, less the types two branches accept whole, when the rest is apart
+                excluded = self._overlap_types([sub.child(m, kw, i) for i, m in enumerate(members)])
+                if excluded is None:
+                    return None
+                parts.append(self._part_of(sub, kw, {"anyOf": members}))
+                if excluded:
+                    out.append(sub.child({"type": sorted(excluded)}, kw))
         if "not" in combo:
             out.append(sub.child(s["not"], "not"))  # not (not A) = A
         for part in parts:
@@ -734,39 +875,101 @@ class Translator:
         return [_Group([m] + [_BranchSet(list(negs[j])) for j in range(len(members)) if j != i])  # type: ignore[arg-type]
                 for i, m in enumerate(members)]
 
-    def _pairwise_disjoint(self, members: list[Sub], within: set[str] | None = None, depth: int = 0) -> bool:
-        """Whether no value satisfies two of ``members`` (the branches of a ``oneOf`` whose own
-        schema lets only the types ``within`` on; None: any): then ``oneOf`` is ``anyOf``. Proved
-        per type both branches allow: for objects, by a property one branch requires that the
-        other forbids (``false``, or left out under ``additionalProperties: false`` with no
-        ``patternProperties``), or whose values the two restrict apart (``const``/``enum``
-        values, types, or, a few levels down, subschemas disjoint in the same sense); values of
-        any other type they share are taken to overlap."""
-        sigs = [self._signature(m) for m in members]
-        for a, b in itertools.combinations(sigs, 2):
-            if a is None or b is None:
-                return False
-            common = a.types & b.types
+    def _overlap_types(self, members: list[Sub], within: set[str] | None = None, depth: int = 0) -> set[str] | None:
+        """For the branches of a ``oneOf`` whose own schema lets only the types ``within`` on (None:
+        any): the types no valid value can have because two branches accept every value of it
+        (``_whole_types``: ``[array, null]`` beside ``null``), or None when two branches may
+        share a value of another type. An empty set: the branches are disjoint, and ``oneOf`` is
+        ``anyOf``. Values of a type both branches allow are proved apart for objects, by a
+        property one branch requires that the other forbids (``false``, or left out under
+        ``additionalProperties: false`` with no ``patternProperties``), or whose values the two
+        restrict apart (``const``/``enum`` values, types, ``additionalProperties``' types, or, a
+        few levels down, subschemas disjoint in the same sense), or by property counts; a branch
+        that is itself a union (``anyOf``/``oneOf``) is apart from another when each of its
+        members is. Values of any other type they share are taken to overlap."""
+        excluded: set[str] = set()
+        for x, y in itertools.combinations(members, 2):
+            both = self._whole_types(x) & self._whole_types(y)
             if within is not None:
-                common &= within
-            if not common:
-                continue
-            if common <= {"object"} and (self._objects_apart(a, b, depth) or self._objects_apart(b, a, depth)):
-                continue
+                both &= within
+            excluded |= both
+        for x, y in itertools.combinations(members, 2):
+            if not self._apart(x, y, within, depth, excluded):
+                return None
+        return excluded
+
+    def _pairwise_disjoint(self, members: list[Sub], within: set[str] | None = None, depth: int = 0) -> bool:
+        """Whether no value satisfies two of ``members`` (see ``_overlap_types``)."""
+        return self._overlap_types(members, within, depth) == set()
+
+    def _apart(self, x: Sub, y: Sub, within: set[str] | None, depth: int, skip: set[str] = frozenset()) -> bool:
+        """Whether no value of the types ``within`` (None: any), less ``skip``, satisfies both ``x``
+        and ``y`` (see ``_overlap_types``)."""
+        a, b = self._signature(x), self._signature(y)
+        if a is None or b is None:
             return False
-        return True
+        common = (a.types & b.types) - skip
+        if within is not None:
+            common &= within
+        if not common:
+            return True
+        if common <= {"object"} and (self._objects_apart(a, b, depth) or self._objects_apart(b, a, depth)):
+            return True
+        if depth < _DISJOINT_DEPTH:
+            for one, other in ((x, b), (y, a)):
+                for members in other.unions:
+                    if all(self._apart(one, m, common, depth + 1) for m in members):
+                        return True
+        return False
+
+    def _whole_types(self, sub: Sub, depth: int = 0) -> set[str]:
+        """The JSON types (``integer`` apart from ``number``) every value of which ``sub`` accepts:
+        the types it allows whose values none of its other keywords constrains."""
+        s = sub.schema
+        if s is True:
+            return set(_JSON_TYPES)
+        if not isinstance(s, dict) or depth > 8:
+            return set()
+        if "$ref" in s:
+            target = self._deref_or_none(sub)
+            if target is None:
+                return set()
+            out = self._whole_types(target, depth + 1)
+            if sub.draft in ("draft4", "draft6", "draft7"):
+                return out  # the keywords beside $ref are ignored
+            rest = {k: v for k, v in s.items() if k != "$ref"}
+            return out & self._whole_types(self._part_of(sub, "rest", rest), depth + 1)
+        types = _type_set(s)
+        if types is None:
+            return set()
+        for k in s:
+            if k in ANNOTATIONS and k != "format" or k == "type" or k not in KNOWN:
+                continue
+            applies = _KEYWORD_TYPES.get(k)
+            if applies is None:  # a combinator, enum, const: taken to constrain every type
+                return set()
+            types -= applies
+        return types
+
+    def _deref_or_none(self, sub: Sub) -> Sub | None:
+        try:
+            return self._deref(sub, "$ref")
+        except SchemaError:
+            return None
 
     def _objects_apart(self, a: _Signature, b: _Signature, depth: int) -> bool:
-        """Whether no object satisfies both: some property ``a`` requires is one ``b`` forbids, or
-        one whose values the two restrict apart."""
+        """Whether no object satisfies both: ``a`` needs more properties than ``b`` allows, or some
+        property ``a`` requires is one ``b`` forbids, or one whose values the two restrict apart."""
+        if b.max_props is not None and max(a.min_props, len(a.required)) > b.max_props:
+            return True
         for p in a.required:
             if b.closed is not None and p not in b.closed:
                 return True
             if p in a.values and p in b.values and \
-                    not any(_json_equal(x, y) for x in a.values[p] for y in b.values[p]):
+                    not any(_json_equal(x, y) for x, y in itertools.product(a.values[p], b.values[p])):
                 return True
-            ta = a.prop_types.get(p)
-            tb = b.prop_types.get(p)
+            ta = a.types_of(p)
+            tb = b.types_of(p)
             if (ta is not None and not ta) or (tb is not None and not tb):
                 return True  # false: no value of p at all
             if ta is not None and tb is not None and not (ta & tb):
@@ -782,20 +985,32 @@ class Translator:
     def _signature(self, sub: Sub, depth: int = 0) -> _Signature | None:
         """What the ``oneOf`` disjointness check reads of a branch (see :class:`_Signature`): its
         own keywords, with those of its ``allOf`` members (each of which holds too); None when
-        unknown."""
+        unknown. Memoised per subschema (None while it is being read: a reference cycle)."""
+        key = sub.key
+        known = self._signatures.get(key)
+        if known is not None:
+            return known[1]
+        self._signatures[key] = (sub.schema, None)  # the schema is kept: its id is in the key
+        sig = self._read_signature(sub, depth)
+        self._signatures[key] = (sub.schema, sig)
+        return sig
+
+    def _read_signature(self, sub: Sub, depth: int) -> _Signature | None:
         s = sub.schema
+        if s is True or s is False:
+            return _Signature(set(_JSON_TYPES) if s else set(), set(), {}, {}, {}, None)
         if not isinstance(s, dict) or depth > 8:
             return None
         if "$ref" in s:
-            try:
-                return self._signature(self._deref(sub, "$ref"), depth + 1)
-            except SchemaError:
-                return None
+            target = self._deref_or_none(sub)
+            return None if target is None else self._signature(target, depth + 1)
         types = _type_set(s)
         if types is None:
             return None
         if "const" in s:
             types &= _types_of([s["const"]])
+        if isinstance(s.get("enum"), list):
+            types &= _types_of(s["enum"])
         required, props = s.get("required") or [], s.get("properties") or {}
         if not isinstance(required, list) or not isinstance(props, dict):
             return None  # malformed: the keyword check reports it where the schema is used
@@ -806,18 +1021,35 @@ class Translator:
             if ps is False:
                 prop_types[p] = set()
             elif isinstance(ps, dict) and "$ref" not in ps:
-                if "const" in ps:
-                    values[p] = [ps["const"]]
-                elif "enum" in ps and isinstance(ps["enum"], list):
-                    values[p] = list(ps["enum"])
+                vals = _values_of(ps)
+                if vals is not None:
+                    values[p] = vals
                 t = _type_set(ps)
                 if t is not None:
                     if p in values:
                         t &= _types_of(values[p])
                     prop_types[p] = t
         closed = s.get("additionalProperties") is False and not s.get("patternProperties")
+        extras: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
+        extra = s.get("additionalProperties")
+        if isinstance(extra, dict) and "$ref" not in extra and not s.get("patternProperties"):
+            t = _type_set(extra)
+            vals = _values_of(extra)
+            if t is not None:
+                extras = ((frozenset(props), frozenset(t & _types_of(vals) if vals is not None else t)),)
+        min_props = _count(s.get("minProperties", 0)) or 0
+        max_props = _count(s["maxProperties"]) if "maxProperties" in s else None
+        unions: list[list[Sub]] = []
+        for kw in ("anyOf", "oneOf"):
+            members = s.get(kw)
+            if isinstance(members, list) and members:
+                subs = [sub.child(m, kw, i) for i, m in enumerate(members)]
+                unions.append(subs)
+                msigs = [self._signature(m, depth + 1) for m in subs]
+                if all(m is not None for m in msigs):
+                    types &= set().union(*(m.types for m in msigs))  # type: ignore[union-attr]
         sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types, prop_subs,
-                         set(props) if closed else None)
+                         set(props) if closed else None, extras, min_props, max_props, tuple(unions))
         members = s.get("allOf")
         if isinstance(members, list):
             for i, m in enumerate(members):
@@ -1368,6 +1600,18 @@ class Translator:
         return alts[0] if len(alts) == 1 else Alt(tuple(alts))
 
 
+class _Exists(dict):
+    """Marker schema for an object with at least one member whose key's JSON text is in ``keys``
+    and whose value satisfies every schema of ``values`` (``Translator._negate_members``); as a
+    schema it is ``{"type": "object"}``, and :func:`~logitgate.json_schema.objects.object_expr`
+    tracks the member."""
+
+    def __init__(self, keys: Node, values: tuple[Sub, ...]) -> None:
+        super().__init__(type="object")
+        self.keys = keys
+        self.values = values
+
+
 class _NotSchema(dict):
     """Marker schema ``{"not": inner}`` for a primitive-only negation, handled per type."""
 
@@ -1442,13 +1686,33 @@ _COUNT_NEGATION = {  # keyword -> (the type it constrains, the keyword of its ne
     "minProperties": ("object", "maxProperties", -1),
     "maxProperties": ("object", "minProperties", 1),
 }
-_NEGATABLE_STRUCTURE = {"type", "properties", "required", *_COUNT_NEGATION}
+_NEGATABLE_STRUCTURE = {"type", "properties", "required", "items", "contains", "patternProperties",
+                        "additionalProperties", "propertyNames", *_COUNT_NEGATION}
 """Keywords of a schema ``Translator.negate`` negates keyword by keyword (with their subschemas)."""
 
 
 def _count(v: Any) -> int | None:
     """A count keyword's value (a non-negative integer, ``2.0`` too), else None."""
     return int(v) if _is_integral(v) and v >= 0 else None
+
+
+def _fresh(x: Any) -> Any:
+    """A copy of a negation's part (a Sub, or a group of them) with no scope set."""
+    if isinstance(x, Sub):
+        return Sub(x.schema, x.resolver, x.pointer, x.draft, entered=x.entered, dyn=x.dyn)
+    if isinstance(x, _Group):
+        return _Group([_fresh(m) for m in x.members])
+    return x
+
+
+def subschemas(v: Any, sub: Sub, *path: str | int) -> list[Sub]:
+    """The subschemas the value ``v`` of one of ``sub``'s keywords (at ``path``) stands for: a
+    schema, or what a negation put there (``negate``: a Sub, or a group of them)."""
+    if isinstance(v, Sub):
+        return [v]
+    if isinstance(v, _Group):
+        return [m for x in v.members for m in subschemas(x, sub, *path)]
+    return [sub.child(v, *path)]
 
 
 def _negated(sub: Sub, inner: dict) -> Sub:
@@ -1565,8 +1829,11 @@ def _keep_in(vals: list[Any], allowed: list[Any]) -> list[Any]:
 class _Signature:
     """A ``oneOf`` branch as its disjointness check sees it: the JSON types it allows, the
     properties it requires, the ``const``/``enum`` values and the types it allows each property
-    (an empty set: ``false``), each property's subschemas, and, under ``additionalProperties:
-    false`` with no ``patternProperties``, the only property names it lets on (else None)."""
+    (an empty set: ``false``), each property's subschemas, under ``additionalProperties: false``
+    with no ``patternProperties`` the only property names it lets on (else None), the types
+    ``additionalProperties`` allows the properties not named (per schema merged: the names, the
+    types), the property counts it allows, and its ``anyOf``/``oneOf`` members (one of each list
+    holds)."""
 
     types: set[str]
     required: set[str]
@@ -1574,6 +1841,18 @@ class _Signature:
     prop_types: dict[str, set[str]]
     prop_subs: dict[str, list[tuple[Sub, dict]]]  # (the schema holding it, the property's subschema)
     closed: set[str] | None
+    extras: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
+    min_props: int = 0
+    max_props: int | None = None
+    unions: tuple[list[Sub], ...] = ()
+
+    def types_of(self, p: str) -> set[str] | None:
+        """The types property ``p``'s value may have (None: any)."""
+        out = self.prop_types.get(p)
+        for named, types in self.extras:
+            if p not in named:
+                out = set(types) if out is None else out & types
+        return out
 
     def both(self, other: "_Signature") -> "_Signature":
         """What a value satisfying both knows (an ``allOf``): each restriction of either holds."""
@@ -1586,8 +1865,20 @@ class _Signature:
                      for p in self.prop_subs.keys() | other.prop_subs.keys()}
         closed = self.closed if other.closed is None else other.closed if self.closed is None else \
             self.closed & other.closed
+        max_props = self.max_props if other.max_props is None else other.max_props if self.max_props is None else \
+            min(self.max_props, other.max_props)
         return _Signature(self.types & other.types, self.required | other.required, values, prop_types, prop_subs,
-                          closed)
+                          closed, self.extras + other.extras, max(self.min_props, other.min_props), max_props,
+                          self.unions + other.unions)
+
+
+def _values_of(s: dict) -> list[Any] | None:
+    """The values a subschema's ``const`` or ``enum`` allows (None: no such bound)."""
+    if "const" in s:
+        return [s["const"]]
+    if isinstance(s.get("enum"), list):
+        return list(s["enum"])
+    return None
 
 
 def _type_set(s: Any) -> set[str] | None:
