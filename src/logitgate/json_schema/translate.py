@@ -691,7 +691,6 @@ class Translator:
         if combo and keys != {"anyOf"}:  # a conjunction of parts (a double not, an allOf, ...)
             return self._negate_parts(sub, s, combo)
         if keys == {"anyOf"}:
-            # not (A or B) = not A and not B: only when each negation is a single schema
             # not (A or B) = not A and not B, each a union: the union of the pairs' conjunctions
             negs = [self.negate(sub.child(m, "anyOf", i)) for i, m in enumerate(s["anyOf"])]
             if any(n == [] for n in negs):
@@ -938,7 +937,7 @@ class Translator:
             if sub.draft in ("draft4", "draft6", "draft7"):
                 return out  # the keywords beside $ref are ignored
             rest = {k: v for k, v in s.items() if k != "$ref"}
-            return out & self._whole_types(self._part_of(sub, "rest", rest), depth + 1)
+            return out & self._whole_types(self._part_of(sub, "beside $ref", rest), depth + 1)
         types = _type_set(s)
         if types is None:
             return set()
