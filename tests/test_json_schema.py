@@ -349,6 +349,8 @@ NEGATED_ARRAY_CASES = [
     {"not": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]}},
     {"allOf": [{"enum": ["a", 1]}, {"not": {"oneOf": [True, True, True]}}]},
     {"not": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "maxLength": 1}]}},
+    # some item is an object with an "a..." key whose value is not a string
+    {"not": {"items": {"patternProperties": {"^a": {"type": "string"}}}}},
     # maxContains over a schema whose negation is a group (once a crash)
     {"type": "array", "contains": {"type": "object", "properties": {"a": {"type": "string"}}}, "maxContains": 1},
 ]
