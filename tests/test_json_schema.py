@@ -349,6 +349,8 @@ NEGATED_ARRAY_CASES = [
     {"not": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]}},
     {"allOf": [{"enum": ["a", 1]}, {"not": {"oneOf": [True, True, True]}}]},
     {"not": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "maxLength": 1}]}},
+    # no item is an object whose "a" is a string: every item is in the union of the negation's parts
+    {"not": {"contains": {"type": "object", "properties": {"a": {"type": "string"}}}}},
     # some item is an object with an "a..." key whose value is not a string
     {"not": {"items": {"patternProperties": {"^a": {"type": "string"}}}}},
     # maxContains over a schema whose negation is a group (once a crash)
@@ -359,7 +361,7 @@ NEGATED_ARRAY_CASES = [
 @pytest.mark.parametrize("schema", NEGATED_ARRAY_CASES)
 def test_negation_of_items_contains_and_one_of_is_exact(schema: dict) -> None:
     """``not items S`` is "some item is not S" (``contains`` of S's negation), ``not contains S``
-    is "every item is not S"; a ``oneOf`` is negated as its ``anyOf`` and the types two branches
+    is "every item is not S" (an ``anyOf`` of the negation's parts); a ``oneOf`` is negated as its ``anyOf`` and the types two branches
     accept whole. Exact in ``not``, ``oneOf`` and ``if``, against ``jsonschema``."""
     pytest.importorskip("jsonschema")
     from hypothesis import strategies as st

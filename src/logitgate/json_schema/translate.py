@@ -497,8 +497,9 @@ class Translator:
             for i, member in enumerate(_list(s["allOf"], sub, "allOf") if "allOf" in s else ()):
                 extra.append(sub.child(member, "allOf", i))
             branches: list[list[Any]] = []
-            if "anyOf" in s:
-                branches.append([sub.child(m, "anyOf", i) for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
+            if "anyOf" in s:  # a negation's union may hold its parts as they are (``negate``: contains)
+                branches.append([m if isinstance(m, (Sub, _Group)) else sub.child(m, "anyOf", i)
+                                 for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
             if "oneOf" in s:
                 members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
                 excluded = self._overlap_types(members, _type_set(s))
@@ -731,11 +732,12 @@ class Translator:
                     return None
                 out.extend(sub.child({"type": "array", "contains": n}, "items") for n in negs)
             if "contains" in keys and (types is None or "array" in types):
-                # not (some item is S) = every item is not S: one schema for the items
+                # not (some item is S) = every item is not S (the union of S's negation's parts)
                 negs = self.negate(sub.child(s["contains"], "contains"))
-                if negs is None or len(negs) > 1:
+                if negs is None:
                     return None
-                out.append(sub.child({"type": "array", "items": negs[0] if negs else False}, "contains"))
+                items = False if not negs else negs[0] if len(negs) == 1 else {"anyOf": negs}
+                out.append(sub.child({"type": "array", "items": items}, "contains"))
             if types is not None and "object" not in types:
                 return out
             for r in s.get("required", []):
