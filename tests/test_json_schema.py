@@ -349,6 +349,12 @@ NEGATED_ARRAY_CASES = [
     {"not": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]}},
     {"allOf": [{"enum": ["a", 1]}, {"not": {"oneOf": [True, True, True]}}]},
     {"not": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "maxLength": 1}]}},
+    # several contains at one position, counted apart (with minContains and maxContains)
+    {"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
+    {"type": "array", "allOf": [{"contains": {"type": "integer"}, "minContains": 2},
+                                {"contains": {"type": "string"}, "maxContains": 1}]},
+    {"oneOf": [{"allOf": [{"items": {"type": ["integer", "string"]}}, {"contains": {"type": "string"}}]},
+               {"allOf": [{"items": {"type": "integer"}}, {"contains": {"const": 1}}]}]},
     # no item is an object whose "a" is a string: every item is in the union of the negation's parts
     {"not": {"contains": {"type": "object", "properties": {"a": {"type": "string"}}}}},
     # some item is an object with an "a..." key whose value is not a string

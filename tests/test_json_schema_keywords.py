@@ -106,7 +106,7 @@ RELAXED: dict[str, tuple[dict, str]] = {
     "maxProperties": ({"type": "object", "properties": {f"p{i}": {} for i in range(100)}, "maxProperties": 60}, ""),
     "unevaluatedProperties": ({"type": "object", "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}],
                                "unevaluatedProperties": False}, "/unevaluatedProperties"),
-    "contains": ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}, "/contains"),
+    "contains": ({"allOf": [{"contains": {"const": k}} for k in range(4)]}, "/contains"),
     "minContains": ({"type": "array", "contains": {"type": "integer"}, "minContains": 3000}, "/contains"),
     "maxContains": ({"type": "array", "contains": {"type": "array", "prefixItems": [{"type": "string"}]},
                      "maxContains": 1}, "/maxContains"),

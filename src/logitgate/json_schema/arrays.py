@@ -8,11 +8,14 @@ the items come from a small finite set of values (each used at most once).
 """
 from __future__ import annotations
 
+import itertools
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SchemaError
 from ..grammar.ir import Alt, Empty, Expr, Ref, Rep, Seq
 from .translate import (
+    MAX_CONTAINS,
     MAX_OBJECT_STATES,
     MAX_UNIQUE_DOMAIN,
     NEVER,
@@ -103,9 +106,10 @@ def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> 
 
     pointer = subs[0].pointer if subs else ""
     contains = [c for c in contains if not (c[1] == 0 and c[2] is None)]
-    if len(contains) > 1:
-        tr.unsupported(pointer + "/contains", "several 'contains' in one conjunction (only the first is enforced)")
-        contains = contains[:1]
+    if len(contains) > MAX_CONTAINS:
+        tr.unsupported(pointer + "/contains", f"more than {MAX_CONTAINS} 'contains' in one conjunction (only the "
+                       f"first {MAX_CONTAINS} are enforced)")
+        contains = contains[:MAX_CONTAINS]
     if unique and (hi is None or hi > 1):
         domain = _finite_domain(tr, conj_at(None)) if P == 0 and not contains else None
         if domain is None:
@@ -114,7 +118,7 @@ def array_expr(tr: Translator, conj: list[Sub], nots: list[Sub], depth: int) -> 
         else:
             return _unique(tr, domain, conj_at(None), lo, hi, depth)
     if contains:
-        return _with_contains(tr, conj_at, P, lo, hi, contains[0], depth, pointer)
+        return _with_contains(tr, conj_at, P, lo, hi, contains, depth, pointer)
     return _plain(tr, conj_at, P, lo, hi, depth)
 
 
@@ -156,63 +160,69 @@ def _plain(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None, depth:
 
 
 def _with_contains(tr: Translator, conj_at: Any, P: int, lo: int, hi: int | None,
-                   contains: tuple[tuple[Sub, ...], int, int | None], depth: int, pointer: str) -> Expr:
-    csubs, cmin, cmax = contains
-    neg = tr.negate(csubs[0]) if cmax is not None and len(csubs) == 1 else None
-    if cmax is not None and neg is None:
-        tr.unsupported(pointer + "/maxContains", "maxContains with a 'contains' schema that cannot be negated "
-                       "(not checked)")
-        cmax = None
-    kcap = max(cmin, (cmax + 1) if cmax is not None else 0, 1)
+                   contains: list[tuple[tuple[Sub, ...], int, int | None]], depth: int, pointer: str) -> Expr:
+    """Arrays counting, per ``contains`` of the conjunction, the items that satisfy it (up to its
+    ``minContains``, or one past its ``maxContains``). An item may count for any of those it
+    satisfies; under a ``maxContains`` it counts exactly when it satisfies the schema, the other
+    items satisfying its negation."""
+    specs: list[tuple[tuple[Sub, ...], int, int | None, list[Any] | None]] = []
+    for csubs, cmin, cmax in contains:
+        neg = tr.negate(csubs[0]) if cmax is not None and len(csubs) == 1 else None
+        if cmax is not None and neg is None:
+            tr.unsupported(pointer + "/maxContains", "maxContains with a 'contains' schema that cannot be negated "
+                           "(not checked)")
+            cmax = None
+        specs.append((csubs, cmin, cmax, neg))
+    kcaps = [max(cmin, (cmax + 1) if cmax is not None else 0, 1) for _, cmin, cmax, _ in specs]
     ncap = max(lo, (hi + 1) if hi is not None else 0, P, 1)
-    if (ncap + 1) * (kcap + 1) > MAX_OBJECT_STATES:
+    if (ncap + 1) * math.prod(k + 1 for k in kcaps) > MAX_OBJECT_STATES:
         tr.unsupported(pointer + "/contains", "item counts too large to track with 'contains' (counts not checked)")
         return _plain(tr, conj_at, P, 0, None, depth)
 
-    def kinds(i: int | None) -> list[tuple[Expr, int]]:
-        """(element expression, how much it adds to the contains count) for position i."""
-        base = conj_at(i)
-        out: list[tuple[Expr, int]] = []
-        yes = tr.value(base + csubs, depth + 1)
-        if yes is not NEVER:
-            out.append((yes, 1))
+    def options(csubs: tuple[Sub, ...], cmax: int | None, neg: list[Any] | None) -> list[tuple[tuple[Sub, ...], int]]:
+        """(schemas an item meets, whether it counts) for one ``contains``."""
         if cmax is None:
-            any_ = tr.value(base, depth + 1)
-            if any_ is not NEVER:
-                out.append((any_, 0))
-        else:
-            for n in neg or []:
-                no = tr.value(base + tuple(subschemas(n, csubs[0], "contains")), depth + 1)
-                if no is not NEVER:
-                    out.append((no, 0))
+            return [(csubs, 1), ((), 0)]
+        return [(csubs, 1)] + [(tuple(subschemas(n, csubs[0], "contains")), 0) for n in neg or []]
+
+    def kinds(i: int | None) -> list[tuple[Expr, tuple[int, ...]]]:
+        """(element expression, what it adds to each count) for position i."""
+        base = conj_at(i)
+        out: list[tuple[Expr, tuple[int, ...]]] = []
+        for choice in itertools.product(*(options(c, cmax, neg) for c, _, cmax, neg in specs)):
+            e = tr.value(base + tuple(x for subs, _ in choice for x in subs), depth + 1)
+            if e is not NEVER:
+                out.append((e, tuple(inc for _, inc in choice)))
         return out
 
-    memo: dict[tuple[int, int], Expr] = {}
+    memo: dict[tuple[int, tuple[int, ...]], Expr] = {}
     kinds_at = {i: kinds(i) for i in range(P)}
     kinds_rest = kinds(None)
+    mins = [cmin for _, cmin, _, _ in specs]
+    maxs = [cmax for _, _, cmax, _ in specs]
 
-    def state(n: int, k: int) -> Expr:
-        return tr.state_rule(memo, (n, k), f"arr_{n}_{k}", lambda: state_body(n, k))
+    def state(n: int, ks: tuple[int, ...]) -> Expr:
+        return tr.state_rule(memo, (n, ks), f"arr_{n}_" + "_".join(map(str, ks)), lambda: state_body(n, ks))
 
-    def state_body(n: int, k: int) -> Expr:
+    def state_body(n: int, ks: tuple[int, ...]) -> Expr:
         alts: list[Expr] = []
-        if n > 0 and n >= lo and k >= cmin:
+        if n > 0 and n >= lo and all(k >= m for k, m in zip(ks, mins)):
             alts.append(Empty())
         if hi is None or n < hi:
             s = (tr.sep(depth),) if n > 0 else ()
-            for e, inc in (kinds_at[n] if n < P else kinds_rest):
-                nk = min(k + inc, kcap)
-                if cmax is not None and nk > cmax:
+            for e, incs in (kinds_at[n] if n < P else kinds_rest):
+                nks = tuple(min(k + inc, cap) for k, inc, cap in zip(ks, incs, kcaps))
+                if any(mx is not None and k > mx for k, mx in zip(nks, maxs)):
                     continue
-                nxt = state(min(n + 1, max(ncap, P)), nk)
+                nxt = state(min(n + 1, max(ncap, P)), nks)
                 if nxt is not NEVER:
                     alts.append(Seq((*s, tr.member_value(e), nxt)))
         return _alt(alts)
 
     out = []
-    if lo == 0 and cmin == 0:
+    if lo == 0 and all(m == 0 for m in mins):
         out.append(tr.empty("[]", depth))
-    body = state(0, 0)
+    body = state(0, tuple(0 for _ in specs))
     if body is not NEVER:
         out.append(Seq((tr.open_("[", depth), body, tr.close("]", depth))))
     return _alt(out)

@@ -142,8 +142,8 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("additionalItems", "array", "exact", "4-2019-09"),
     _k("minItems", "array", "exact", "all"),
     _k("maxItems", "array", "exact", "all"),
-    _k("contains", "array", "bounded", "6+", "One `contains` per position; item counts too large to track "
-       "are relaxed (reported)."),
+    _k("contains", "array", "bounded", "6+", "Up to three `contains` per position (an `allOf` of them, or one "
+       "beside a negated `items`); item counts too large to track are relaxed (reported)."),
     _k("minContains", "array", "bounded", "2019-09+", "As `contains`."),
     _k("maxContains", "array", "partial", "2019-09+", "Exact when the `contains` schema can be negated."),
     _k("uniqueItems", "array", "partial", "all", "Exact over small finite item sets (enums, booleans, up to "

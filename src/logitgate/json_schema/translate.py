@@ -78,6 +78,8 @@ _DISJOINT_DEPTH = 3
 MAX_EXISTS = 5
 """Most members one object must have because of negated ``patternProperties``,
 ``additionalProperties`` or ``propertyNames`` (each doubles the object's states)."""
+MAX_CONTAINS = 3
+"""Most ``contains`` one array position tracks (their counts multiply its states)."""
 MAX_NEGATED_ANY_OF = 64
 """Most alternatives the negation of an ``anyOf`` may expand into (not (A or B) = not A and not B,
 each negation a union: one alternative per choice of one part of each)."""
