@@ -537,19 +537,22 @@ def test_masks_match_brute_force_on_real_tokenizers(tok_name, request):
     tok = request.getfixturevalue(tok_name)
     c = lg.compile(lg.Grammar.from_json_schema(PERSON), tok)
     text = '{"name":"Zoë \\"Z\\"","age":42,"email":"z@example.org","tags":["a","b"]}'
+    _walk_checking_masks(c, tok, text.encode(), random.Random(0), every=4, n_random=3000, n_allowed=200)
+
+
+def _walk_checking_masks(c, tok, data: bytes, rng, *, every: int, n_random: int, n_allowed: int) -> None:
+    """Walk ``data`` by the longest allowed token that spells the next bytes; every ``every``
+    steps, check the mask against the per-token brute force on ``n_random`` random tokens and the
+    first ``n_allowed`` allowed ones. The document must be accepted at its end."""
     m = lg.Matcher(c)
-    rng = random.Random(0)
-    pos = 0
-    data = text.encode()
-    steps = 0
+    pos = steps = 0
     while pos < len(data):
         allowed = m.allowed_token_ids()
-        if steps % 4 == 0:
+        if steps % every == 0:
             allowed_set = set(allowed.tolist())
-            sample = sorted(set(rng.sample(range(tok.vocab_size), 3000)) | set(allowed[:200].tolist()))
+            sample = sorted(set(rng.sample(range(tok.vocab_size), n_random)) | set(allowed[:n_allowed].tolist()))
             for t in sample:
-                assert (t in allowed_set) == m.fork().accept_token(t), (steps, t)
-        # advance by the longest allowed token that spells the next bytes
+                assert (t in allowed_set) == m.fork().accept_token(t), (pos, t)
         best = max((t for t in allowed.tolist() if data.startswith(tok.token_bytes(t), pos)),
                    key=lambda t: len(tok.token_bytes(t)))
         assert m.accept_token(best)
@@ -723,17 +726,4 @@ def test_piece_masks_match_brute_force(tok_spm, monkeypatch) -> None:
               "required": ["d", "e"]}
     c = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm)
     data = ('{"d":"the quick brown fox jumps over it","e":"an unbounded string, in pieces too"}').encode()
-    m = lg.Matcher(c)
-    rng = random.Random(1)
-    pos = 0
-    while pos < len(data):
-        allowed = m.allowed_token_ids()
-        allowed_set = set(allowed.tolist())
-        sample = sorted(set(rng.sample(range(tok_spm.vocab_size), 1500)) | set(allowed[:300].tolist()))
-        for t in sample:
-            assert (t in allowed_set) == m.fork().accept_token(t), (pos, t)
-        best = max((t for t in allowed.tolist() if data.startswith(tok_spm.token_bytes(t), pos)),
-                   key=lambda t: len(tok_spm.token_bytes(t)))
-        assert m.accept_token(best)
-        pos += len(tok_spm.token_bytes(best))
-    assert m.is_accepting()
+    _walk_checking_masks(c, tok_spm, data, random.Random(1), every=1, n_random=1500, n_allowed=300)

@@ -276,31 +276,9 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
         msgs.append(f"unused rules (not reachable from {ir.start!r}): {', '.join(unused)}")
     t = len(low.terminals)
     n_nt = len(low.nonterminals)
-    # productive nonterminals (fixpoint)
-    productive = [False] * n_nt
-    remaining: list[int] = []  # per alternative: its nonterminals not yet known productive
-    users: list[list[int]] = [[] for _ in range(n_nt)]
-    owner: list[int] = []
-    queue: list[int] = []
-    for nt, alts in low.prods.items():
-        for alt in alts:
-            a = len(owner)
-            owner.append(nt)
-            nts = [i for kind, i in alt if kind != "t"]
-            remaining.append(len(nts))
-            for i in nts:
-                users[i].append(a)
-            if not nts:
-                queue.append(nt)
-    while queue:
-        nt = queue.pop()
-        if productive[nt]:
-            continue
-        productive[nt] = True
-        for a in users[nt]:
-            remaining[a] -= 1
-            if remaining[a] == 0:
-                queue.append(owner[a])
+    # productive nonterminals: an alternative is once all its nonterminals are
+    productive = _least_fixpoint(n_nt, [(nt, [i for kind, i in alt if kind != "t"])
+                                        for nt, alts in low.prods.items() for alt in alts])
     if not productive[start_nt]:
         raise low.error(f"the grammar's language is empty: the start rule {ir.start!r} derives no finite string",
                         rule=ir.start, line=ir.rules[ir.start].line)
@@ -320,31 +298,34 @@ def lower(ir: GrammarIR, *, warn: bool = True) -> CFG:
 
 def nullable_nonterminals(rules: list, t: int, n_nt: int) -> list[bool]:
     """Per nonterminal, whether it derives the empty string (``rules``: ``(lhs, rhs)`` over
-    symbols, terminals below ``t``): a worklist over "symbols of the rule not yet known
-    nullable"."""
-    nullable = [False] * n_nt
+    symbols, terminals below ``t``): a rule with no terminal is once all its symbols are."""
+    return _least_fixpoint(n_nt, [(lhs, [s - t for s in rhs]) for lhs, rhs in rules if all(s >= t for s in rhs)])
+
+
+def _least_fixpoint(n_nt: int, rules: list[tuple[int, list[int]]]) -> list[bool]:
+    """Per nonterminal, whether some rule ``(lhs, nonterminals)`` of it has all its listed
+    nonterminals marked, least fixpoint (a worklist over each rule's count of those not yet
+    marked): productive nonterminals, nullable ones."""
+    marked = [False] * n_nt
     remaining: list[int] = []
     users: list[list[int]] = [[] for _ in range(n_nt)]
     queue: list[int] = []
-    for r, (lhs, rhs) in enumerate(rules):
-        if any(s < t for s in rhs):
-            remaining.append(-1)
-            continue
-        remaining.append(len(rhs))
-        for s in rhs:
-            users[s - t].append(r)
-        if not rhs:
+    for r, (lhs, nts) in enumerate(rules):
+        remaining.append(len(nts))
+        for i in nts:
+            users[i].append(r)
+        if not nts:
             queue.append(lhs)
     while queue:
         nt = queue.pop()
-        if nullable[nt]:
+        if marked[nt]:
             continue
-        nullable[nt] = True
+        marked[nt] = True
         for r in users[nt]:
             remaining[r] -= 1
             if remaining[r] == 0:
                 queue.append(rules[r][0])
-    return nullable
+    return marked
 
 
 def _components(succ: list[set[int]]) -> list[int]:
