@@ -19,7 +19,10 @@ stack without end) with neither terminal inside. On one path the rows inside ``N
 where ``N`` is explored, or hold neither terminal; a conflict beside it needs a second path that
 read ``N``'s first lexeme too, so where ``N^`` is expected beside a symbol whose lexemes can
 start with the same byte the answer is "unknown" (the two paths may read the same text, and go
-on past ``N`` together), and so it is where an explored unit could end and go on. A nesting rule
+on past ``N`` together), and so it is where an explored unit could end and go on, and where
+what follows a nesting ``N^`` may start like a terminal inside ``N`` (a shorter and a longer
+reading of ``N``: ``r1: C r1 | C`` before ``C A | B`` expects ``A`` and ``B`` after ``C C``).
+A nesting rule
 with a terminal inside still unfolds, and the exploration gives up past a budget ("unknown").
 """
 from __future__ import annotations
@@ -110,6 +113,9 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     for n in whole:
         if first[n]:
             fb[hat[n]] = fb[sorted(first[n])].any(axis=0)
+    # per nesting symbol read whole (not a unit): the first bytes of the terminals inside it,
+    # a superset of what it could go on with where it could also end
+    inner = {hat[n]: fb[sorted(terms[n])].any(axis=0) for n in whole if n not in units and terms[n]}
     # per terminal, the terminals some lexeme ends as beside it (itself included)
     ends = np.unique(lexer.acc_bits, axis=0)
     beside = np.zeros((n_sym, n_words), np.uint64)
@@ -128,11 +134,13 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     push(np.zeros(n_words, np.uint64), True)
     stack: list[tuple[int, list[np.ndarray], bool]] = []
 
-    def enter(unit: bool) -> bool | None:
-        """Look at the last row: True when it expects ``a`` beside one of ``others``, None when a
-        whole-read symbol has company that may read its first lexeme, or a unit could end
-        here and go on (what follows it elsewhere would be expected beside); else queue the
-        scans out of it."""
+    def enter(unit: bool, scanned: np.ndarray) -> bool | None:
+        """Look at the last row, pushed by ``scanned``: True when it expects ``a`` beside one of
+        ``others``, None when a whole-read symbol has company that may read its first lexeme,
+        or a unit could end here and go on (what follows it elsewhere would be expected
+        beside), or a nesting symbol just read whole is followed by what may go on inside it
+        (the same text read as its longer form: what follows it there, and what this row
+        expects, may be expected together); else queue the scans out of it."""
         k = chart.n_rows - 1
         exp = chart.row_exp[k].copy()
         if (exp & heads).any() and (exp & other_bits).any():
@@ -140,6 +148,10 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
         if unit and chart.row_acc[k] and exp.any():
             return None
         on = np.flatnonzero(np.unpackbits(exp.view(np.uint8), bitorder="little")[:n_sym]).tolist()
+        if on and inner:
+            for h in np.flatnonzero(np.unpackbits(scanned.view(np.uint8), bitorder="little")[:n_sym]).tolist():
+                if h in inner and (fb[on].any(axis=0) & inner[h]).any():
+                    return None
         # a whole-read symbol beside another reading of its first byte may hide a conflict (the
         # two paths may read the same text, inside it or past it)
         for h in [x for x in on if t <= x < t + len(whole)]:
@@ -176,7 +188,7 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
             return None
         if len(seen) % 256 == 0:
             check_deadline("exploring the parser's expected sets")
-        found = enter(unit)
+        found = enter(unit, scan)
         if found is not False:
             return found
     return False
