@@ -942,17 +942,7 @@ class Translator:
                 return out  # the keywords beside $ref are ignored
             rest = {k: v for k, v in s.items() if k != "$ref"}
             return out & self._whole_types(self._part_of(sub, "beside $ref", rest), depth + 1)
-        types = _type_set(s)
-        if types is None:
-            return set()
-        for k in s:
-            if k in ANNOTATIONS and k != "format" or k == "type" or k not in KNOWN:
-                continue
-            applies = _KEYWORD_TYPES.get(k)
-            if applies is None:  # a combinator, enum, const: taken to constrain every type
-                return set()
-            types -= applies
-        return types
+        return _unconstrained_types(s)
 
     def _deref_or_none(self, sub: Sub) -> Sub | None:
         try:
@@ -1989,13 +1979,23 @@ def _priority(node: Node) -> int:
 
 def _covers_type(inner: dict, t: str) -> bool:
     """Whether the primitive-only schema ``inner`` accepts every value of type ``t``."""
-    allowed = _type_set(inner)
-    if allowed is None or t not in allowed or "enum" in inner or "const" in inner:
-        return False
-    family = {"string": _STRING_KW, "number": _NUMBER_KW, "integer": _NUMBER_KW}.get(t, set())
-    if t == "number" and "number" not in allowed:
-        return False
-    return not (set(inner) & family)
+    return t in _unconstrained_types(inner)
+
+
+def _unconstrained_types(s: dict) -> set[str]:
+    """The JSON types (``integer`` apart from ``number``) that schema ``s`` allows and none of
+    its own keywords constrains, read without references: every value of them is accepted."""
+    types = _type_set(s)
+    if types is None:
+        return set()
+    for k in s:
+        if k in ANNOTATIONS and k != "format" or k == "type" or k not in KNOWN:
+            continue
+        applies = _KEYWORD_TYPES.get(k)
+        if applies is None:  # a combinator, enum, const: taken to constrain every type
+            return set()
+        types -= applies
+    return types
 
 
 def _schema_accepts_primitive(inner: dict, v: Any) -> bool:
