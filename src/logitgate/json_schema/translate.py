@@ -891,11 +891,8 @@ class Translator:
         that is itself a union (``anyOf``/``oneOf``) is apart from another when each of its
         members is. Values of any other type they share are taken to overlap."""
         excluded: set[str] = set()
-        for x, y in itertools.combinations(members, 2):
-            both = self._whole_types(x) & self._whole_types(y)
-            if within is not None:
-                both &= within
-            excluded |= both
+        for wx, wy in itertools.combinations([self._whole_types(m) for m in members], 2):
+            excluded |= wx & wy if within is None else wx & wy & within
         for x, y in itertools.combinations(members, 2):
             if not self._apart(x, y, within, depth, excluded):
                 return None
