@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from logitgate.grammar.cfg import lower
 from logitgate.grammar.engine import CFGEngine, ParserTables, _Chart
-from logitgate.grammar.expected import expected_together
+from logitgate.grammar.expected import expected_together, not_apart_by_predecessors, preceding_terminals
 from logitgate.grammar.lark_frontend import parse_lark
 from logitgate.grammar.lexer import build_lexer
 from logitgate.kernels import earley_kernels as ek
@@ -57,7 +57,9 @@ def test_nesting_rule_without_the_others_is_read_whole() -> None:
     grammar = TERMINALS + 'start: v C A | E B\nv: "[" v "]" | D\n'
     assert together(grammar) is False
     # beside a symbol that may read its first lexeme (E), what follows it is not known
-    assert together(TERMINALS + 'start: v C A | E B\nv: "[" v "]" | E\n') is None
+    assert together(TERMINALS + 'start: v C A | E C B\nv: "[" v "]" | E\n') is None
+    # (A after C, B after E at the start: apart before any exploration)
+    assert together(TERMINALS + 'start: v C A | E B\nv: "[" v "]" | E\n') is False
     assert together(TERMINALS + 'start: v (A | B)\nv: "[" v "]" | E\n') is True
     # what follows it may start like a terminal inside it: "c c" is r1 = "c c" before B, or
     # r1 = "c" before "c" A (found by the random test below); unknown, never "apart"
@@ -66,7 +68,37 @@ def test_nesting_rule_without_the_others_is_read_whole() -> None:
 
 
 def test_nesting_that_reaches_the_others_gives_up() -> None:
-    assert together(TERMINALS + 'start: w\nw: "[" w "]" | B | C A\n', max_rows=200) is None
+    # A and B both come after a C, so only the exploration could tell; it unfolds w forever
+    assert together(TERMINALS + 'start: w\nw: "[" w "]" | C B | E C A\n', max_rows=200) is None
+    # after different terminals: apart without exploring
+    assert together(TERMINALS + 'start: w\nw: "[" w "]" | B | C A\n', max_rows=200) is False
+
+
+def test_preceding_terminals() -> None:
+    cfg, _, names = _setup(TERMINALS + 'start: C x A | y\nx: | E\ny: x B\n')
+    before = preceding_terminals(cfg)
+    bos = 1 << cfg.n_terminals
+
+    def of(name: str) -> set[str]:
+        b = before[names.index(name)]
+        return {n for i, n in enumerate(names) if b >> i & 1} | ({"^"} if b & bos else set())
+
+    assert of("C") == {"^"}
+    assert of("E") == {"C", "^"}  # y starts with the nullable x
+    assert of("A") == {"C", "E"}
+    assert of("B") == {"E", "^"}
+
+
+def test_predecessors_matched_by_one_lexeme() -> None:
+    # "a" is one lexeme that both A and F match: after it C and E may be expected together
+    grammar = TERMINALS + 'F: /a/\nstart: A C | F E\n'
+    cfg, lexer, names = _setup(grammar)
+    assert not_apart_by_predecessors(cfg, lexer, names.index("C"), [names.index("E")]) == [names.index("E")]
+    assert together(grammar, "C", ("E",)) is True
+    # F is never expected where A is, which only the exploration sees
+    assert together(TERMINALS + 'F: /a/\nstart: A C | B F E\n', "C", ("E",)) is False
+    cfg, lexer, names = _setup(TERMINALS + 'start: A C | B E\n')
+    assert not_apart_by_predecessors(cfg, lexer, names.index("C"), [names.index("E")]) == []
 
 
 def test_unit_beside_another_reading_of_its_first_byte_is_unknown() -> None:

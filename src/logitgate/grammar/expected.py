@@ -24,6 +24,12 @@ what follows a nesting ``N^`` may start like a terminal inside ``N`` (a shorter 
 reading of ``N``: ``r1: C r1 | C`` before ``C A | B`` expects ``A`` and ``B`` after ``C C``).
 A nesting rule
 with a terminal inside still unfolds, and the exploration gives up past a budget ("unknown").
+
+Before any of that, a cheap necessary condition settles most pairs of a large grammar: a row is
+pushed by scanning one lexeme, so two terminals it expects each come right after a terminal
+that lexeme matched (or both at the start of the text). A terminal ``o`` none of whose
+predecessors any lexeme matches beside one of ``a``'s is never expected with ``a``
+(``not_apart_by_predecessors``).
 """
 from __future__ import annotations
 
@@ -37,10 +43,95 @@ from .cfg import CFG, nullable_nonterminals, symbol_summaries
 from .engine import CFGEngine, ParserTables, _Chart
 from .lexer import LexerTables
 
-__all__ = ["expected_together", "EXPLORE_ROWS"]
+__all__ = ["expected_together", "not_apart_by_predecessors", "preceding_terminals", "EXPLORE_ROWS"]
 
 EXPLORE_ROWS = 4_000
 """Most distinct parser rows (by fingerprint) an exploration visits before giving up."""
+
+
+def _edge_terminals(rules: list, t: int, n_nt: int, nullable: list[bool], last: bool) -> list[int]:
+    """Per nonterminal, the terminals its derivations can start with (``last``: end with), as
+    int bitsets: a worklist over the rules that read each nonterminal at that edge."""
+    sets = [0] * n_nt
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    for r, (_, rhs) in enumerate(rules):
+        for s in (reversed(rhs) if last else rhs):
+            if s < t:
+                break
+            users[s - t].append(r)
+            if not nullable[s - t]:
+                break
+    queue = list(range(len(rules)))
+    while queue:
+        lhs, rhs = rules[queue.pop()]
+        acc = 0
+        for s in (reversed(rhs) if last else rhs):
+            if s < t:
+                acc |= 1 << s
+                break
+            acc |= sets[s - t]
+            if not nullable[s - t]:
+                break
+        if acc & ~sets[lhs]:
+            sets[lhs] |= acc
+            queue.extend(users[lhs])
+    return sets
+
+
+def preceding_terminals(cfg: CFG) -> list[int]:
+    """Per terminal, the terminals that can come right before it in a sentential form of the
+    grammar (bit ``n_terminals``: the start of the text), as int bitsets. A superset for rules
+    no derivation uses; nullable symbols between are skipped."""
+    t = cfg.n_terminals
+    n_nt = len(cfg.nonterminals)
+    rules = cfg.rules
+    nullable = nullable_nonterminals(rules, t, n_nt)
+    last = _edge_terminals(rules, t, n_nt, nullable, last=True)
+    before = [0] * (t + n_nt)  # per symbol: what can come right before it
+    before[t + rules[0][0]] = 1 << t
+    for _, rhs in rules:
+        prev = 0  # what can end right before the current symbol inside this rule
+        for s in rhs:
+            before[s] |= prev
+            prev = (1 << s) if s < t else last[s - t] | (prev if nullable[s - t] else 0)
+    # what comes before a nonterminal comes before the symbols its rules can start with
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    for r, (lhs, _) in enumerate(rules):
+        users[lhs].append(r)
+    queue = list(range(n_nt))
+    while queue:
+        n = queue.pop()
+        have = before[t + n]
+        for r in users[n]:
+            for s in rules[r][1]:
+                if have & ~before[s]:
+                    before[s] |= have
+                    if s >= t:
+                        queue.append(s - t)
+                if s < t or not nullable[s - t]:
+                    break
+    return before[:t]
+
+
+def not_apart_by_predecessors(cfg: CFG, lexer: LexerTables, a: int, others: list[int],
+                              before: list[int] | None = None) -> list[int]:
+    """Those of ``others`` that this necessary condition does not rule out being expected
+    together with terminal ``a``: a row is pushed by scanning one lexeme, so both come right
+    after a terminal matched by that one lexeme (a row's expected terminals come after what it
+    scanned; the scanned set is the terminals the lexeme ends as there), or both may start the
+    text. ``before``: ``preceding_terminals(cfg)``, when the caller has it."""
+    if before is None:
+        before = preceding_terminals(cfg)
+    mine = before[a]
+    if not mine:
+        return []
+    # the terminals some lexeme ends as beside one of ``a``'s predecessors (those included)
+    beside = mine
+    for row in np.unique(lexer.acc_bits, axis=0):
+        bits = int.from_bytes(row.astype("<u8").tobytes(), "little")
+        if bits & mine:
+            beside |= bits
+    return [o for o in others if before[o] & beside]
 
 
 def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *, units: frozenset[int] = frozenset(),
@@ -61,6 +152,10 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     start = cfg.rules[0][1][0] - t
     if not terms[start] & other_set:
         return False  # none of ``others`` is ever expected
+    others = not_apart_by_predecessors(cfg, lexer, a, others)
+    if not others:
+        return False
+    other_set = set(others)
     # read whole: the units, and the nesting nonterminals with neither ``a`` nor ``others``
     # inside (one that can end where it could go on would leave ``a`` expected past its end)
     whole = sorted(n for n in range(n_nt) if n != 0 and (n in units or (
