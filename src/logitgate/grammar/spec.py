@@ -256,7 +256,7 @@ class Grammar:
         another lexeme could run past their first piece (``json_schema.translate.piece_conflicts``)."""
         from ..errors import GrammarError, LimitError, SchemaError, SchemaLimitError
         from ..json_schema import schema_to_ir
-        from ..json_schema.translate import MAX_LEVEL, PIECE_EXPLORE_RULES, piece_conflicts
+        from ..json_schema.translate import MAX_LEVEL, piece_conflicts
         from .cfg import lower
         from .lexer import build_lexer
 
@@ -272,9 +272,6 @@ class Grammar:
                 if "language is empty" in e.reason:
                     raise SchemaError("no JSON document satisfies this schema", pointer="") from None
                 raise
-            if pieces and tr.head_term is not None and tr.free_strings and len(cfg.rules) > PIECE_EXPLORE_RULES:
-                pieces = False  # piece_conflicts could not rule a conflict out: skip the lexer
-                continue
             try:
                 lexer = build_lexer(cfg, limit="max_json_lexer_states")
             except LimitError as e:

@@ -94,8 +94,8 @@ KEYWORDS: dict[str, Keyword] = dict([
     # -- strings ----------------------------------------------------------------------------
     _k("minLength", "string", "bounded", "all", "In code points, exact at any bound when lengths are a "
        "string's only constraints (past 256, the string is lexed in pieces of 64; where another value "
-       "lexeme could run on past the first piece, such as a pattern's, the schema's lengths fall back to "
-       "the rule below). Together with a pattern or an asserted format: exact up to 256, not enforced "
+       "lexeme that could run on past the first piece, such as a pattern's, may start a value at the same "
+       "point of a document, the schema's lengths fall back to the rule below). Together with a pattern or an asserted format: exact up to 256, not enforced "
        "above (reported)."),
     _k("maxLength", "string", "bounded", "all", "As `minLength`."),
     _k("pattern", "string", "partial", "all", "ECMA-262 syntax with search semantics (unanchored). Lookaheads "

@@ -302,12 +302,16 @@ def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extra
             more = Rep(Seq((tr.sep(depth), extra)), 0, None)
             return Seq((extra, more)) if c == 0 else _alt([Empty(), Seq((tr.sep(depth), extra, more))]) \
                 if c >= lo else NEVER
+        loops: list[Expr] = []  # extra members that lead back here: a repetition
         if hi is None or c < hi:
             for flags, x in by_flags:
+                if (min(c + 1, cap), f | flags) == (c, f):
+                    loops.append(Seq((*sep(c), x)))
+                    continue
                 nxt = chain(n, min(c + 1, cap), f | flags)
                 if nxt is not NEVER:
                     alts.append(Seq((*sep(c), x, nxt)))
-        return _alt(alts)
+        return _looping(loops, _alt(alts))
 
     def chain(i: int, c: int, f: int) -> Expr:
         name = f"obj_{i}_{c}" if not full else f"obj_{i}_{c}_{f}"
@@ -337,6 +341,14 @@ def _schema_order(tr: Translator, named: list[_Named], free: list[_Named], extra
     if body is not NEVER:
         alts.append(Seq((tr.open_("{", depth), body, tr.close("}", depth))))
     return _alt(alts)
+
+
+def _looping(loops: list[Expr], rest: Expr) -> Expr:
+    """A state ``S: loop S | rest`` as ``loop* rest``: a repetition, which an Earley parser reads
+    in rows that do not grow (right recursion stacks one more item per member)."""
+    if not loops or rest is NEVER:
+        return rest
+    return Seq((Rep(_alt(loops), 0, None), rest))
 
 
 def _by_flags(extras: list[tuple[int, Expr]]) -> list[tuple[int, Expr]]:
@@ -390,6 +402,7 @@ def _any_order_machine(tr: Translator, named: list[_Named], extras: list[tuple[i
 
     def state_body(mask: int, c: int, f: int) -> Expr:
         alts: list[Expr] = []
+        loops: list[Expr] = []  # members that lead back to this state: a repetition, not right recursion
         if c > 0 and mask & need == need and c >= lo and f == full:
             alts.append(Empty())
         if hi is None or c < hi:
@@ -399,13 +412,20 @@ def _any_order_machine(tr: Translator, named: list[_Named], extras: list[tuple[i
                 if i in bit and mask & bit[i]:
                     continue
                 for flags, value in m.variants:
+                    member = Seq((*s, m.key, tr.ws(), tr.member_value(value)))
+                    if (mask | bit.get(i, 0), nc, f | flags) == (mask, c, f):
+                        loops.append(member)
+                        continue
                     nxt = state(mask | bit.get(i, 0), nc, f | flags)
                     if nxt is not NEVER:
-                        alts.append(Seq((*s, m.key, tr.ws(), tr.member_value(value), nxt)))
+                        alts.append(Seq((member, nxt)))
             for flags, x in (by_flags if full else [(0, x) for _, x in extras]):
+                if (nc, f | flags) == (c, f):
+                    loops.append(Seq((*s, x)))
+                    continue
                 nxt = state(mask, nc, f | flags)
                 if nxt is not NEVER:
                     alts.append(Seq((*s, x, nxt)))
-        return _alt(alts)
+        return _looping(loops, _alt(alts))
 
     return state, lo == 0 and need == 0 and not untracked_required and not full

@@ -378,13 +378,16 @@ class Translator:
         """The rule of one state of an object/array state machine, memoised in ``memo`` by
         ``key``; ``build()`` gives its body and may refer to states being built (recursion goes
         through the rule name). NEVER when the body is; with ``inline`` (only for machines without
-        cycles) a body that is not a choice is returned as is, without a rule."""
+        cycles but a state's loop on itself, which keeps its rule) a body that is not a choice is
+        returned as is, without a rule."""
         if key in memo:
             return memo[key]
         name = self.new_rule(hint)
         memo[key] = Ref(name)
         body = build()
-        if body is NEVER or (inline and not isinstance(body, Alt)):
+        looping = isinstance(body, Seq) and bool(body.items) and isinstance(body.items[0], Rep) \
+            and body.items[0].max is None
+        if body is NEVER or (inline and not isinstance(body, Alt) and not looping):
             del self.rules[name]
             memo[key] = body
             return body
@@ -2134,20 +2137,11 @@ def _split_strings(tr: Translator) -> None:
         tr._term_names.pop(node, None)
 
 
-def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
-    """The value terminals that go on past a first piece of a long string (in the lexer, after
-    the opening quote and ``PIECE_LENGTH`` code points, on a byte other than the closing quote)
-    and may be expected where the first piece is: there the lexer would end neither, and a long
-    string could be refused. Empty when there is no long string.
-
-    Keys are never expected where a value is (the brackets open before a point tell which), and
-    the pieces' other terminals need a ``"`` there. Whether the others are is read off the
-    parser's rows, explored with each JSON value on its own (``grammar.expected``); in a grammar
-    of over ``PIECE_EXPLORE_RULES`` rules, past ``PIECE_EXPLORE_ROWS`` rows, or where a value
-    read whole may run beside another reading of the same text, the conflict stands."""
+def piece_runners(tr: Translation, cfg: Any, lexer: Any) -> list[int]:
+    """The value terminals that go on past a first piece of a long string: in the lexer, after
+    the opening quote and ``PIECE_LENGTH`` code points, on a byte other than the closing quote
+    (keys aside: never expected where a value is). Empty when there is no long string."""
     import numpy as np
-
-    from ..grammar.expected import expected_together
 
     if tr.head_term is None:
         return []
@@ -2162,13 +2156,40 @@ def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
     if not nxt.size:
         return []
     reach = np.bitwise_or.reduce(lexer.reach_bits[nxt], axis=0)
-    running = [t for t in np.flatnonzero(np.unpackbits(reach.view(np.uint8), bitorder="little")[:n]).tolist()
-               if t != h and names[t] not in tr.key_terms]
+    return [t for t in np.flatnonzero(np.unpackbits(reach.view(np.uint8), bitorder="little")[:n]).tolist()
+            if t != h and names[t] not in tr.key_terms]
+
+
+def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
+    """The value terminals that go on past a first piece of a long string (``piece_runners``)
+    and may be expected where the first piece is: there the lexer would end neither, and a long
+    string could be refused. Empty when there is no long string.
+
+    The pieces' other terminals need a ``"`` there. Whether the others are expected there is
+    decided by three tests in turn, each a necessary condition for being expected together:
+    both come right after what one lexeme matched (``grammar.expected``); both start values
+    that can start at one point of a document (``json_schema.paths``); the parser's rows,
+    explored with each JSON value on its own (``grammar.expected``). In a grammar of over
+    ``PIECE_EXPLORE_RULES`` rules, past ``PIECE_EXPLORE_ROWS`` rows, or where a value read whole
+    may run beside another reading of the same text, the conflict stands."""
+    from ..grammar.expected import expected_together, not_apart_by_predecessors
+    from .paths import values_apart
+
+    running = piece_runners(tr, cfg, lexer)
+    if not running:
+        return []
+    names = [t.name for t in cfg.terminals]
+    h = names.index(tr.head_term)
+    running = not_apart_by_predecessors(cfg, lexer, h, running)
+    units = frozenset(i for i, name in enumerate(cfg.nonterminals) if name in tr.value_rules)
+    running = values_apart(cfg, lexer, units, h, running)
     if not running:
         return []
     if len(cfg.rules) > PIECE_EXPLORE_RULES:
         return [names[t] for t in running]
-    units = frozenset(i for i, name in enumerate(cfg.nonterminals) if name in tr.value_rules)
+    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS) is False:
+        return []
+    return [names[t] for t in running]
     if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS) is False:
         return []
     return [names[t] for t in running]
