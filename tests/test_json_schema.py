@@ -727,3 +727,23 @@ def test_piece_masks_match_brute_force(tok_spm, monkeypatch) -> None:
     c = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm)
     data = ('{"d":"the quick brown fox jumps over it","e":"an unbounded string, in pieces too"}').encode()
     _walk_checking_masks(c, tok_spm, data, random.Random(1), every=1, n_random=1500, n_allowed=300)
+
+
+def test_other_strings_are_split_only_where_a_long_string_is_expected() -> None:
+    """An unconstrained string that may start where a long string does is lexed in pieces too
+    (else the lexer would run on past the first piece); one elsewhere stays one lexeme (cheaper
+    masks). Both are exact."""
+    rnd = random.Random(5)
+    apart = {"type": "object", "properties": {"long": {"type": "string", "maxLength": 300}, "free": {"type": "string"}}}
+    # (any length: the second branch takes what the first refuses, in pieces too)
+    together = {"type": "object", "properties": {"long": {"anyOf": [{"type": "string", "maxLength": 300},
+                                                                    {"type": "string", "minLength": 2}]},
+                                                 "free": {"type": "string"}}}
+    for schema, split in ((apart, False), (together, True)):
+        _, tr, _, _ = lg.Grammar._translate_schema(schema, "compact", "schema", True, None)
+        assert tr.head_term is not None and bool(tr.split_terms) != split, (schema, tr.split_terms)
+        g = lg.Grammar.from_json_schema(schema)  # strict: nothing relaxed
+        c = lg.compile(g, byte_tokenizer())
+        for n, ok in ((0, True), (2, True), (64, True), (65, True), (300, True), (301, split), (700, split)):
+            assert accepts(c, '{"long":' + json.dumps(_text_of(n, rnd)) + "}") == ok, (schema, n)
+        assert accepts(c, '{"long":"xy","free":' + json.dumps(_text_of(500, rnd)) + "}")

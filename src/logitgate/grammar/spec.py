@@ -253,17 +253,20 @@ class Grammar:
     def _translate_schema(schema: Any, whitespace: str, property_order: str, strict: bool, registry: Any) -> tuple:
         """``(loaded, translation, cfg, lexer)``, relaxing string constraints level by level while
         the lexer is over ``Limits.max_json_lexer_states``; long strings lexed in pieces unless
-        another lexeme could run past their first piece (``json_schema.translate.piece_conflicts``)."""
+        another lexeme could run past their first piece where it is expected
+        (``json_schema.translate.piece_conflicts``): when those are unconstrained or length-only
+        strings, they are lexed in pieces too (a second translation), else the long strings are
+        whole lexemes."""
         from ..errors import GrammarError, LimitError, SchemaError, SchemaLimitError
         from ..json_schema import schema_to_ir
         from ..json_schema.translate import MAX_LEVEL, piece_conflicts
         from .cfg import lower
         from .lexer import build_lexer
 
-        level, pieces = 0, True
+        level, pieces, split = 0, True, False
         while True:
             loaded, tr = schema_to_ir(schema, whitespace=whitespace, property_order=property_order, strict=strict,
-                                      registry=registry, level=level, pieces=pieces)
+                                      registry=registry, level=level, pieces=pieces, split=split)
             try:
                 cfg = lower(tr.ir, warn=False)
             except LimitError as e:
@@ -283,9 +286,14 @@ class Grammar:
                 raise SchemaLimitError("the schema's string and number constraints need too large a lexer "
                                        f"(more than {e.value} states, even with every relaxation level)",
                                        limit=e.limit, value=e.value, pointer="") from None
-            if pieces and piece_conflicts(tr, cfg, lexer):
-                pieces = False  # long strings as whole lexemes: past the level's cap, relaxed (reported)
-                continue
+            if pieces:
+                conflicts = piece_conflicts(tr, cfg, lexer)
+                if conflicts:
+                    if not split and set(conflicts) <= tr.split_terms:
+                        split = True  # the strings expected there are lexed in pieces too
+                    else:
+                        pieces = False  # long strings as whole lexemes: past the level's cap, relaxed (reported)
+                    continue
             return loaded, tr, cfg, lexer
 
     @classmethod

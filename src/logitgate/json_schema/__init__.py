@@ -78,9 +78,10 @@ def check_schema_shape(schema: Any) -> None:
 
 
 def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: str = "schema", strict: bool = True,
-                 registry: Any = None, level: int = 0, pieces: bool = True) -> tuple[Any, Translation]:
-    """``(loaded schema, translation)`` for the given options (raises SchemaError); ``level`` and
-    ``pieces``: see :func:`~logitgate.json_schema.translate.build_ir`."""
+                 registry: Any = None, level: int = 0, pieces: bool = True, split: bool = False
+                 ) -> tuple[Any, Translation]:
+    """``(loaded schema, translation)`` for the given options (raises SchemaError); ``level``,
+    ``pieces`` and ``split``: see :func:`~logitgate.json_schema.translate.build_ir`."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {', '.join(map(repr, WHITESPACE_MODES))}, not {whitespace!r}")
     if property_order not in PROPERTY_ORDERS:
@@ -92,4 +93,4 @@ def schema_to_ir(schema: Any, *, whitespace: str = "compact", property_order: st
     if not isinstance(schema, (dict, list)):  # a JSON text or a Pydantic model: check what it gave
         check_schema_shape(loaded.root)
     return loaded, build_ir(loaded, whitespace=whitespace, property_order=property_order, strict=strict, level=level,
-                            pieces=pieces)
+                            pieces=pieces, split=split)

@@ -165,7 +165,8 @@ class Translation:
 
     def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str],
                  key_terms: frozenset[str] = frozenset(), head_term: str | None = None,
-                 value_rules: frozenset[str] = frozenset(), free_strings: bool = False) -> None:
+                 value_rules: frozenset[str] = frozenset(), free_strings: bool = False,
+                 split_terms: frozenset[str] = frozenset()) -> None:
         self.ir = ir
         self.relaxed = relaxed
         self.notes = notes
@@ -173,6 +174,9 @@ class Translation:
         self.head_term = head_term  # the first piece of long strings (``Translator.length_string``)
         self.value_rules = value_rules  # the rules of whole JSON values
         self.free_strings = free_strings  # a pattern's, format's or long enum's lexeme is a value
+        # string terminals that could be lexed in pieces too (``_split_strings``); not split unless
+        # they may be expected where a long string's first piece is
+        self.split_terms = split_terms
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -1251,8 +1255,8 @@ class Translator:
             ref = self.term(counted_string_node(lo, hi), "STRING")
             self.counted[ref.name] = (lo, hi)
             return ref
-        if not self.pieces:
-            return None
+        if not self.pieces or cap < PIECE_LENGTH:
+            return None  # (pieces shorter than PIECE_LENGTH: boundaries in too many tokens)
         return self.pieces_rule(lo, hi)
 
     def pieces_rule(self, lo: int, hi: int | None) -> Ref:
@@ -2080,7 +2084,7 @@ class _Bounds:
 
 
 def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bool, level: int = 0,
-             pieces: bool = True) -> Translation:
+             pieces: bool = True, split: bool = False) -> Translation:
     """Translate a loaded schema into a grammar IR (raises SchemaError: see the module docstring).
 
     ``level`` (0 to ``MAX_LEVEL``) > 0 simplifies string lexemes when the exact ones need too
@@ -2088,7 +2092,10 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
     at the last level patterns and formats are dropped too (all reported). ``pieces``: strings
     with only length bounds beyond ``PIECE_LENGTH`` are lexed in pieces (see
     ``Translator.length_string``; the caller checks that no other lexeme runs past the first
-    piece where it is expected, see ``piece_conflicts``)."""
+    piece where it is expected, see ``piece_conflicts``). ``split``: the other unconstrained and
+    length-only strings are lexed in pieces too (``_split_strings``), which the caller asks for
+    when they are what may be expected there: a string in pieces costs more per mask than one
+    lexeme that loops on itself."""
     caps = (MAX_EXACT_LENGTH, 128, 64, 32, 16, 0, 0)
     tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level],
                     string_constraints=level < MAX_LEVEL, pieces=pieces)
@@ -2102,20 +2109,22 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
             f"(pass strict=False to compile an over-approximation)", tr.problems)
     start = tr.new_rule("start")
     tr.define(start, Seq((tr.ws(), body, tr.ws())) if whitespace == "flexible" else body)
+    split_terms: frozenset[str] = frozenset()
     if tr.head_term is not None:
-        _split_strings(tr)
+        if split:
+            _split_strings(tr)
+        else:
+            split_terms = frozenset(_split_targets(tr))
     ir = GrammarIR(rules=tr.rules, terminals=tr.terminals, start=start, lex_mode="contextual", kind="json_schema",
                    notes=list(tr.notes))
     relaxed = [] if strict else list(tr.problems)
     return Translation(ir, relaxed, list(tr.notes), frozenset(tr.key_terms), tr.head_term, frozenset(tr.value_rules),
-                       tr.free_strings)
+                       tr.free_strings, split_terms)
 
 
-def _split_strings(tr: Translator) -> None:
-    """Lex the other string values that can run past a first piece in pieces too, sharing the
-    long strings' pieces: the unconstrained ones and those with only length bounds. Where one is
-    expected beside a long string, both read the same first piece (a whole string lexeme would
-    run on past it, and the lexer would end neither there)."""
+def _split_targets(tr: Translator) -> dict[str, tuple[int, int | None]]:
+    """The string terminals ``_split_strings`` lexes in pieces, with their length bounds: the
+    unconstrained string and those with only length bounds past a piece."""
     from .strings import any_string_node
 
     k = min(tr.max_length, PIECE_LENGTH)
@@ -2126,6 +2135,15 @@ def _split_strings(tr: Translator) -> None:
     for term, (lo, hi) in tr.counted.items():
         if hi is None or hi > k:
             targets[term] = (lo, hi)
+    return targets
+
+
+def _split_strings(tr: Translator) -> None:
+    """Lex the other string values that can run past a first piece in pieces too, sharing the
+    long strings' pieces: the unconstrained ones and those with only length bounds. Where one is
+    expected beside a long string, both read the same first piece (a whole string lexeme would
+    run on past it, and the lexer would end neither there)."""
+    targets = _split_targets(tr)
     if not targets:
         return
     swap = {term: tr.pieces_rule(lo, hi).name for term, (lo, hi) in targets.items()}
