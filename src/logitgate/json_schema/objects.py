@@ -412,13 +412,12 @@ def _any_order_machine(tr: Translator, named: list[_Named], extras: list[tuple[i
                 if i in bit and mask & bit[i]:
                     continue
                 for flags, value in m.variants:
-                    member = Seq((*s, m.key, tr.ws(), tr.member_value(value)))
                     if (mask | bit.get(i, 0), nc, f | flags) == (mask, c, f):
-                        loops.append(member)
+                        loops.append(Seq((*s, m.key, tr.ws(), tr.member_value(value))))
                         continue
                     nxt = state(mask | bit.get(i, 0), nc, f | flags)
                     if nxt is not NEVER:
-                        alts.append(Seq((member, nxt)))
+                        alts.append(Seq((*s, m.key, tr.ws(), tr.member_value(value), nxt)))
             for flags, x in (by_flags if full else [(0, x) for _, x in extras]):
                 if (nc, f | flags) == (c, f):
                     loops.append(Seq((*s, x)))

@@ -165,15 +165,13 @@ class Translation:
 
     def __init__(self, ir: GrammarIR, relaxed: list[tuple[str, str]], notes: list[str],
                  key_terms: frozenset[str] = frozenset(), head_term: str | None = None,
-                 value_rules: frozenset[str] = frozenset(), free_strings: bool = False,
-                 split_terms: frozenset[str] = frozenset()) -> None:
+                 value_rules: frozenset[str] = frozenset(), split_terms: frozenset[str] = frozenset()) -> None:
         self.ir = ir
         self.relaxed = relaxed
         self.notes = notes
         self.key_terms = key_terms  # the terminals of keys
         self.head_term = head_term  # the first piece of long strings (``Translator.length_string``)
         self.value_rules = value_rules  # the rules of whole JSON values
-        self.free_strings = free_strings  # a pattern's, format's or long enum's lexeme is a value
         # string terminals that could be lexed in pieces too (``_split_strings``); not split unless
         # they may be expected where a long string's first piece is
         self.split_terms = split_terms
@@ -255,8 +253,6 @@ class Translator:
         self.head_term: str | None = None  # the first piece of long strings, once one is made
         self.value_rules: set[str] = set()  # the rules of whole JSON values
         self.counted: dict[str, tuple[int, int | None]] = {}  # length-only string terminals: bounds
-        # a value string lexeme other than lengths' may run past a long string's first piece
-        self.free_strings = False
         self.string_constraints = string_constraints
         self.whitespace = whitespace
         self.property_order = property_order
@@ -1111,8 +1107,6 @@ class Translator:
             node = self.string_language(conj, nots)
             if node is NEVER:
                 return NEVER
-            if node != _any_string():
-                self.free_strings = True
             return self.term(node, "STRING")
         if t == "number":
             node = self.number_language(conj, nots, integer)
@@ -1544,8 +1538,6 @@ class Translator:
                 node = both
                 if _known_empty(node):
                     return NEVER
-            if t == "string" and any(len(v) > PIECE_LENGTH for v in vals):
-                self.free_strings = True
             return self.term(node, "ENUM" if len(lits) > 1 else "CONST")
         # objects and arrays: each value as a fixed structure
         if any(set(s.schema) & (_OBJECT_KW | _ARRAY_KW) for s in conj if isinstance(s.schema, dict)):
@@ -1561,8 +1553,6 @@ class Translator:
         if t in ("null", "boolean"):
             return self.lit(json.dumps(v))
         if t == "string":
-            if len(v) > PIECE_LENGTH:
-                self.free_strings = True
             return self.term(self._string_literal(v), "CONST")
         if t == "number":
             return self.term(number_node(minimum=v, maximum=v), "CONST")
@@ -2119,7 +2109,7 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
                    notes=list(tr.notes))
     relaxed = [] if strict else list(tr.problems)
     return Translation(ir, relaxed, list(tr.notes), frozenset(tr.key_terms), tr.head_term, frozenset(tr.value_rules),
-                       tr.free_strings, split_terms)
+                       split_terms)
 
 
 def _split_targets(tr: Translator) -> dict[str, tuple[int, int | None]]:
