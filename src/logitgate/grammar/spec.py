@@ -280,6 +280,9 @@ class Grammar:
             except LimitError as e:
                 if e.limit != "max_json_lexer_states":
                     raise _as_schema_limit(e) from None
+                if pieces and not split and tr.split_terms:
+                    split = True  # the other long strings in pieces too: a smaller lexer
+                    continue
                 if level < MAX_LEVEL:
                     level += 1
                     continue

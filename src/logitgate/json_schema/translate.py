@@ -67,12 +67,17 @@ MAX_EXACT_LENGTH = 256
 PIECE_LENGTH = 64
 """Past ``MAX_EXACT_LENGTH``, a string value with only length bounds is lexed in pieces of this
 many code points (``Translator.length_string``): a counter costs lexer states per character."""
+MIN_PIECE_LENGTH = 32
+"""Shortest pieces a relaxation level may lex long strings in (its cap, when below
+``PIECE_LENGTH``); below it, lengths past the cap are relaxed: in pieces of 16 code points most
+tokens cross a boundary, and a mask inside one cost about 0.4 ms on tekken (winget's locale
+manifest)."""
 PIECE_EXPLORE_ROWS = 1_000
 PIECE_EXPLORE_RULES = 3_000
 """Parser rows explored at most to tell that no lexeme that runs past a long string's first piece
 is expected beside it, and the largest grammar (BNF rules) explored (``piece_conflicts``: tens
 of milliseconds at most). A schema's object states multiply along the rows, so a large one
-rarely fits; its long strings are then whole lexemes."""
+rarely fits; ``json_schema.paths`` decides most of those first."""
 _DISJOINT_DEPTH = 3
 """How many property levels down the ``oneOf`` disjointness check compares subschemas."""
 MAX_EXISTS = 5
@@ -1249,8 +1254,8 @@ class Translator:
             ref = self.term(counted_string_node(lo, hi), "STRING")
             self.counted[ref.name] = (lo, hi)
             return ref
-        if not self.pieces or cap < PIECE_LENGTH:
-            return None  # (pieces shorter than PIECE_LENGTH: boundaries in too many tokens)
+        if not self.pieces or cap < MIN_PIECE_LENGTH:
+            return None  # (shorter pieces put a boundary in too many tokens: slow masks)
         return self.pieces_rule(lo, hi)
 
     def pieces_rule(self, lo: int, hi: int | None) -> Ref:
