@@ -27,6 +27,7 @@ from logitgate.kernels import earley_kernels as ek
 def _small_pieces(monkeypatch):
     monkeypatch.setattr(translate, "MAX_EXACT_LENGTH", 3)
     monkeypatch.setattr(translate, "PIECE_LENGTH", 3)
+    monkeypatch.setattr(translate, "MIN_PIECE_LENGTH", 3)
 
 LONG = {"type": "string", "maxLength": 10}
 RUN = {"type": "string", "pattern": "^a+$"}

@@ -648,6 +648,7 @@ def small_pieces(monkeypatch):
 
     monkeypatch.setattr(translate, "MAX_EXACT_LENGTH", 3)
     monkeypatch.setattr(translate, "PIECE_LENGTH", 3)
+    monkeypatch.setattr(translate, "MIN_PIECE_LENGTH", 3)
 
 
 def _length_schemas(lo: int, hi: int | None) -> list[tuple[dict, str]]:
@@ -722,6 +723,7 @@ def test_piece_masks_match_brute_force(tok_spm, monkeypatch) -> None:
 
     monkeypatch.setattr(translate, "MAX_EXACT_LENGTH", 5)
     monkeypatch.setattr(translate, "PIECE_LENGTH", 5)
+    monkeypatch.setattr(translate, "MIN_PIECE_LENGTH", 5)
     schema = {"type": "object", "properties": {"d": {"type": "string", "maxLength": 40}, "e": {"type": "string"}},
               "required": ["d", "e"]}
     c = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm)
