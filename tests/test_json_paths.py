@@ -31,7 +31,8 @@ def _small_pieces(monkeypatch):
 
 LONG = {"type": "string", "maxLength": 10}
 RUN = {"type": "string", "pattern": "^a+$"}
-LEAVES = [LONG, LONG, RUN, RUN, {"type": "string", "format": "date-time"}, {"type": "string"}, {"type": "integer"}, {}]
+LEAVES = [LONG, LONG, RUN, RUN, {"type": "string", "format": "date-time"}, {"type": "string"}, {"type": "integer"}, {},
+          {"enum": ["aaaaaaaa", {"a": ["aaaaaaaa"]}, {"b": {"c": "aaaaaaaa"}}]}]
 
 
 def _schemas():
@@ -148,3 +149,12 @@ def test_values_at_one_point_are_kept() -> None:
 def test_items_at_different_places_are_apart() -> None:
     # the first item runs, only later ones are long: "[" and "," are different lexemes
     assert _kept({"type": "array", "prefixItems": [RUN], "items": LONG}) == []
+
+
+def test_values_nested_in_an_enum_value_are_paired_at_their_own_level() -> None:
+    # the long constant sits two objects down inside the enum's value, where the other branch's
+    # long string is: a rule per nested object keeps the enclosing values paired level by level
+    const = {"enum": [{"a": {"b": "aaaaaaaaaa"}}]}
+    other = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": LONG}}}}
+    assert _kept({"anyOf": [const, other]}) != []
+    assert _kept({"type": "object", "properties": {"p": const, "q": other}}) == []

@@ -1550,6 +1550,17 @@ class Translator:
         opts = [self.fixed_value(v, depth) for v in _dedupe(vals)]
         return opts[0] if len(opts) == 1 else Alt(tuple(opts))
 
+    def _fixed_member(self, v: Any, depth: int) -> Expr:
+        """``fixed_value`` of a member or item: a non-empty object or array gets a rule of its own,
+        a whole JSON value (``json_schema.paths`` pairs the values that enclose each point)."""
+        inner = self.fixed_value(v, depth)
+        if not isinstance(v, (dict, list)) or not v:
+            return inner
+        name = self.new_rule("const")
+        self.define(name, inner)
+        self.value_rules.add(name)
+        return Ref(name)
+
     def fixed_value(self, v: Any, depth: int) -> Expr:
         """Exactly the JSON value ``v`` (any spelling of its strings and numbers)."""
         from .numbers import number_node
@@ -1568,7 +1579,7 @@ class Translator:
             for i, x in enumerate(v):
                 if i:
                     items.append(self.sep(depth))
-                items.append(self.member_value(self.fixed_value(x, depth + 1)))
+                items.append(self.member_value(self._fixed_member(x, depth + 1)))
             items.append(self.close("]", depth))
             return Seq(tuple(items))
         if not v:
@@ -1586,7 +1597,7 @@ class Translator:
                     items.append(self.sep(depth))
                 items.append(self.key_term(literal_string_node(k), "KEY_" + k))
                 items.append(self.ws())
-                items.append(self.member_value(self.fixed_value(v[k], depth + 1)))
+                items.append(self.member_value(self._fixed_member(v[k], depth + 1)))
             items.append(self.close("}", depth))
             alts.append(Seq(tuple(items)))
         return alts[0] if len(alts) == 1 else Alt(tuple(alts))
