@@ -25,7 +25,8 @@ from ..limits import check_deadline, get_limits
 from ..regex.ast import CharClass, Concat, Node
 from .ir import Alt, Empty, Expr, GrammarIR, Lit, Ref, Rep, Rx, Seq, TerminalDef
 
-__all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node", "nullable_nonterminals", "symbol_summaries"]
+__all__ = ["Terminal", "CFG", "lower", "MAX_RULES", "literal_node", "nullable_nonterminals", "last_terminals",
+           "symbol_summaries"]
 
 MAX_RULES = 200_000
 """Default largest number of BNF productions a grammar may lower to (repetition counts multiply);
@@ -300,6 +301,36 @@ def nullable_nonterminals(rules: list, t: int, n_nt: int) -> list[bool]:
     """Per nonterminal, whether it derives the empty string (``rules``: ``(lhs, rhs)`` over
     symbols, terminals below ``t``): a rule with no terminal is once all its symbols are."""
     return _least_fixpoint(n_nt, [(lhs, [s - t for s in rhs]) for lhs, rhs in rules if all(s >= t for s in rhs)])
+
+
+def last_terminals(rules: list, t: int, n_nt: int, nullable: list[bool]) -> list[int]:
+    """Per nonterminal, the terminals its derivations can end with, as int bitsets (``rules`` and
+    ``t`` as for ``nullable_nonterminals``): a worklist over the rules that end with each
+    nonterminal, nullable symbols after it skipped."""
+    sets = [0] * n_nt
+    users: list[list[int]] = [[] for _ in range(n_nt)]
+    for r, (_, rhs) in enumerate(rules):
+        for s in reversed(rhs):
+            if s < t:
+                break
+            users[s - t].append(r)
+            if not nullable[s - t]:
+                break
+    queue = list(range(len(rules)))
+    while queue:
+        lhs, rhs = rules[queue.pop()]
+        acc = 0
+        for s in reversed(rhs):
+            if s < t:
+                acc |= 1 << s
+                break
+            acc |= sets[s - t]
+            if not nullable[s - t]:
+                break
+        if acc & ~sets[lhs]:
+            sets[lhs] |= acc
+            queue.extend(users[lhs])
+    return sets
 
 
 def _least_fixpoint(n_nt: int, rules: list[tuple[int, list[int]]]) -> list[bool]:

@@ -39,43 +39,34 @@ import numpy as np
 
 from ..kernels import earley_kernels as ek
 from ..limits import check_deadline
-from .cfg import CFG, nullable_nonterminals, symbol_summaries
+from .cfg import CFG, last_terminals, nullable_nonterminals, symbol_summaries
 from .engine import CFGEngine, ParserTables, _Chart
 from .lexer import LexerTables
 
-__all__ = ["expected_together", "not_apart_by_predecessors", "preceding_terminals", "EXPLORE_ROWS"]
+__all__ = ["expected_together", "not_apart_by_predecessors", "preceding_terminals", "lexeme_companions", "iter_bits",
+           "EXPLORE_ROWS"]
 
 EXPLORE_ROWS = 4_000
 """Most distinct parser rows (by fingerprint) an exploration visits before giving up."""
 
 
-def _edge_terminals(rules: list, t: int, n_nt: int, nullable: list[bool], last: bool) -> list[int]:
-    """Per nonterminal, the terminals its derivations can start with (``last``: end with), as
-    int bitsets: a worklist over the rules that read each nonterminal at that edge."""
-    sets = [0] * n_nt
-    users: list[list[int]] = [[] for _ in range(n_nt)]
-    for r, (_, rhs) in enumerate(rules):
-        for s in (reversed(rhs) if last else rhs):
-            if s < t:
-                break
-            users[s - t].append(r)
-            if not nullable[s - t]:
-                break
-    queue = list(range(len(rules)))
-    while queue:
-        lhs, rhs = rules[queue.pop()]
-        acc = 0
-        for s in (reversed(rhs) if last else rhs):
-            if s < t:
-                acc |= 1 << s
-                break
-            acc |= sets[s - t]
-            if not nullable[s - t]:
-                break
-        if acc & ~sets[lhs]:
-            sets[lhs] |= acc
-            queue.extend(users[lhs])
-    return sets
+def iter_bits(x: int):
+    """The indices of the set bits of the int ``x``, lowest first."""
+    while x:
+        low = x & -x
+        yield low.bit_length() - 1
+        x ^= low
+
+
+def lexeme_companions(lexer: LexerTables, t: int) -> list[int]:
+    """Per terminal (of ``t``), the terminals some lexeme ends as beside it (itself included),
+    as int bitsets: the union of the lexer's accepting sets that hold it."""
+    companions = [1 << x for x in range(t)]
+    for row in np.unique(lexer.acc_bits, axis=0):
+        bits = int.from_bytes(row.astype("<u8").tobytes(), "little")
+        for x in iter_bits(bits):
+            companions[x] |= bits
+    return companions
 
 
 def preceding_terminals(cfg: CFG) -> list[int]:
@@ -86,7 +77,7 @@ def preceding_terminals(cfg: CFG) -> list[int]:
     n_nt = len(cfg.nonterminals)
     rules = cfg.rules
     nullable = nullable_nonterminals(rules, t, n_nt)
-    last = _edge_terminals(rules, t, n_nt, nullable, last=True)
+    last = last_terminals(rules, t, n_nt, nullable)
     before = [0] * (t + n_nt)  # per symbol: what can come right before it
     before[t + rules[0][0]] = 1 << t
     for _, rhs in rules:
@@ -126,22 +117,22 @@ def not_apart_by_predecessors(cfg: CFG, lexer: LexerTables, a: int, others: list
     if not mine:
         return []
     # the terminals some lexeme ends as beside one of ``a``'s predecessors (those included)
+    companions = lexeme_companions(lexer, cfg.n_terminals)
     beside = mine
-    for row in np.unique(lexer.acc_bits, axis=0):
-        bits = int.from_bytes(row.astype("<u8").tobytes(), "little")
-        if bits & mine:
-            beside |= bits
+    for c in iter_bits(mine):
+        if c < len(companions):  # (bit n_terminals: the start of the text)
+            beside |= companions[c]
     return [o for o in others if before[o] & beside]
 
 
 def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *, units: frozenset[int] = frozenset(),
-                      max_rows: int = EXPLORE_ROWS) -> bool | None:
+                      max_rows: int = EXPLORE_ROWS, before: list[int] | None = None) -> bool | None:
     """Whether some row of the parser, on some input, expects terminal ``a`` and one of
     ``others``: True or False, or None when unknown (see the module docstring). ``units``:
     nonterminals each explored on its own and read whole elsewhere, which the caller knows to
     expect nothing more once complete (a JSON value: it ends with its bracket, its quote, its
     one lexeme). Of those explored, one that can end where it could also go on makes the answer
-    unknown."""
+    unknown. ``before``: ``preceding_terminals(cfg)``, when the caller has it."""
     if not others:
         return False
     t = cfg.n_terminals
@@ -152,7 +143,7 @@ def expected_together(cfg: CFG, lexer: LexerTables, a: int, others: list[int], *
     start = cfg.rules[0][1][0] - t
     if not terms[start] & other_set:
         return False  # none of ``others`` is ever expected
-    others = not_apart_by_predecessors(cfg, lexer, a, others)
+    others = not_apart_by_predecessors(cfg, lexer, a, others, before)
     if not others:
         return False
     other_set = set(others)

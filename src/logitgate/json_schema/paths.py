@@ -16,31 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ..grammar.cfg import CFG, nullable_nonterminals
+from ..grammar.cfg import CFG, last_terminals, nullable_nonterminals
+from ..grammar.expected import iter_bits, lexeme_companions
 
 __all__ = ["values_apart"]
-
-
-def _last_terminals(cfg: CFG, nullable: list[bool]) -> list[int]:
-    """Per nonterminal, the terminals its derivations can end with (int bitsets)."""
-    from ..grammar.expected import _edge_terminals
-
-    return _edge_terminals(cfg.rules, cfg.n_terminals, len(cfg.nonterminals), nullable, last=True)
-
-
-def _beside(lexer: Any, t: int) -> list[int]:
-    """Per terminal, the terminals some lexeme ends as beside it (itself included)."""
-    beside = [1 << x for x in range(t)]
-    for row in np.unique(lexer.acc_bits, axis=0):
-        bits = int.from_bytes(row.astype("<u8").tobytes(), "little")
-        x = bits
-        while x:
-            low = x & -x
-            beside[low.bit_length() - 1] |= bits
-            x ^= low
-    return beside
 
 
 def values_apart(cfg: CFG, lexer: Any, units: frozenset[int], a: int, others: list[int]) -> list[int]:
@@ -52,7 +31,7 @@ def values_apart(cfg: CFG, lexer: Any, units: frozenset[int], a: int, others: li
     t = cfg.n_terminals
     n_nt = len(cfg.nonterminals)
     nullable = nullable_nonterminals(cfg.rules, t, n_nt)
-    last = _last_terminals(cfg, nullable)
+    last = last_terminals(cfg.rules, t, n_nt, nullable)
     roots = set(units) | {0}
     leaves = {a, *others}
     # nodes: nonterminals by index, leaves (the terminals asked about) as n_nt + terminal
@@ -102,16 +81,14 @@ def values_apart(cfg: CFG, lexer: Any, units: frozenset[int], a: int, others: li
                 changed = True
         if changed and lhs not in roots:
             queue.extend(callers[lhs])
-    beside = _beside(lexer, t)
+    beside = lexeme_companions(lexer, t)
     # per value rule, its inner values by each terminal that may come right before them
     by_term: dict[int, dict[int, list[int]]] = {}
     for u in roots:
         index: dict[int, list[int]] = {}
         for node, bits in own[u].items():
-            while bits:
-                low = bits & -bits
-                index.setdefault(low.bit_length() - 1, []).append(node)
-                bits ^= low
+            for c in iter_bits(bits):
+                index.setdefault(c, []).append(node)
         by_term[u] = index
     near: dict[int, int] = {}
 
@@ -119,11 +96,8 @@ def values_apart(cfg: CFG, lexer: Any, units: frozenset[int], a: int, others: li
         found = near.get(bits)
         if found is None:
             found = 0
-            x = bits
-            while x:
-                low = x & -x
-                found |= beside[low.bit_length() - 1]
-                x ^= low
+            for c in iter_bits(bits):
+                found |= beside[c]
             near[bits] = found
         return found
 
@@ -152,10 +126,7 @@ def values_apart(cfg: CFG, lexer: Any, units: frozenset[int], a: int, others: li
             continue  # a leaf is one lexeme: what is inside the other value starts later
         index = by_term[q]
         for v, bits in own[p].items():
-            reach = closure(bits)
-            while reach:
-                low = reach & -reach
-                for w in index.get(low.bit_length() - 1, ()):
+            for c in iter_bits(closure(bits)):
+                for w in index.get(c, ()):
                     add(v, w)
-                reach ^= low
     return [o for o in others if o in hit or o == a]

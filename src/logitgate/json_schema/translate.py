@@ -2196,7 +2196,7 @@ def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
     explored with each JSON value on its own (``grammar.expected``). In a grammar of over
     ``PIECE_EXPLORE_RULES`` rules, past ``PIECE_EXPLORE_ROWS`` rows, or where a value read whole
     may run beside another reading of the same text, the conflict stands."""
-    from ..grammar.expected import expected_together, not_apart_by_predecessors
+    from ..grammar.expected import expected_together, not_apart_by_predecessors, preceding_terminals
     from .paths import values_apart
 
     running = piece_runners(tr, cfg, lexer)
@@ -2204,17 +2204,18 @@ def piece_conflicts(tr: Translation, cfg: Any, lexer: Any) -> list[str]:
         return []
     names = [t.name for t in cfg.terminals]
     h = names.index(tr.head_term)
-    running = not_apart_by_predecessors(cfg, lexer, h, running)
+    before = preceding_terminals(cfg)  # once, for both tests that use it
+    running = not_apart_by_predecessors(cfg, lexer, h, running, before)
     units = frozenset(i for i, name in enumerate(cfg.nonterminals) if name in tr.value_rules)
     running = values_apart(cfg, lexer, units, h, running)
     if not running:
         return []
     if len(cfg.rules) > PIECE_EXPLORE_RULES:
         return [names[t] for t in running]
-    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS) is False:
+    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS, before=before) is False:
         return []
     return [names[t] for t in running]
-    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS) is False:
+    if expected_together(cfg, lexer, h, running, units=units, max_rows=PIECE_EXPLORE_ROWS, before=before) is False:
         return []
     return [names[t] for t in running]
 
