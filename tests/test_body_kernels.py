@@ -55,11 +55,15 @@ def ref_utf8_to(trans, accepts, s, succ):
 def chain_with(trans, canon, same, ends, utf8, s: int, limit: int):
     """The chain of body steps from ``s`` (see ``body_kernels.plain_chain``) for a notion of
     where the walk goes on (``canon``), of states that behave alike (``same``), of where a lexeme
-    ends (``ends``) and of the states inside characters (``utf8(s, succ)``)."""
+    ends (``ends``) and of the states inside characters (``utf8(s, succ)``). Returns
+    ``(states, mids, accepts)``: ``accepts`` when the chain stops at a state where a lexeme ends
+    (its last state)."""
     states, mids = [], []
     while len(states) < limit:
+        if ends(s):
+            return (states, mids, True) if states else None
         succ = canon(int(trans[s, _PLAIN[0]]))
-        if not all(same(canon(int(trans[s, b])), succ) for b in _PLAIN) or ends(s):
+        if not all(same(canon(int(trans[s, b])), succ) for b in _PLAIN):
             return None
         m = utf8(s, succ)
         if m is None:
@@ -73,7 +77,7 @@ def chain_with(trans, canon, same, ends, utf8, s: int, limit: int):
             mids += [m] * (limit - len(mids))
             break
         s = succ
-    return states, mids
+    return states, mids, False
 
 
 def ref_chain(trans, accepts, lex, limit):
@@ -125,8 +129,9 @@ def test_chain_and_mids_equal_the_reference(grammar, tok_spm):
         else:
             bodies += 1
             assert got is not None and got[0].tolist() == want[0]
-            states, mids, off = got
+            states, mids, off, ends_in_lexeme_end = got
             assert [tuple(mids[off[k]:off[k + 1]].tolist()) for k in range(len(states))] == want[1]
+            assert ends_in_lexeme_end == want[2]
     assert bodies > 0  # the grammars do have string bodies
 
 
@@ -166,7 +171,7 @@ def test_body_entry_and_steps_equal_numpy(grammar, has_chain, tok_spm):
         chain = engine._plain_chain(R, b"all", succ, 20)
         if chain is None:
             continue
-        states, cm, off = chain
+        states, cm, off, _ = chain
         every = np.concatenate(([succ], states))
         per_step = [mids] + [tuple(cm[off[k]:off[k + 1]].tolist()) for k in range(len(states))]
         for exp in exps:
@@ -229,10 +234,11 @@ def test_a_frontier_past_the_cap_is_not_a_body() -> None:
     assert bk.utf8_mids(R2, bk.UTF8_FORMS, 0, 0, mids, 0) == -1
     states = np.empty(8, np.int64)
     off = np.zeros(9, np.int64)
-    assert bk.plain_chain(R2, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == -1
+    stop = np.zeros(1, np.int64)
+    assert bk.plain_chain(R2, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off, stop) == -1
     # a mids buffer too small for one step is an overflow too
-    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, np.empty(n - 1, np.int64), off) == -1
-    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off) == 8
+    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, np.empty(n - 1, np.int64), off, stop) == -1
+    assert bk.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, 0, 8, states, mids, off, stop) == 8 and stop[0] == 0
     assert states.tolist() == [0] * 8 and off[8] == 8 * n  # the self-loop, copied step by step
 
 
@@ -349,8 +355,9 @@ def test_restricted_kernels_equal_a_bisimulation(tok_spm, monkeypatch):
             continue
         # memoised chains may stand for a state by another that behaves alike (a suffix of an
         # earlier chain): the same steps up to the bisimulation, and the same viable mids
-        states, cm, off = chain
+        states, cm, off, ends_in_lexeme_end = chain
         assert len(states) == len(ref[0]) and all(B.same(int(a), b) for a, b in zip(states, ref[0]))
+        assert ends_in_lexeme_end == ref[2]
 
         def viable(ms):
             return [B.canon(int(x)) >= 0 for x in ms]

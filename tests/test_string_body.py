@@ -344,3 +344,27 @@ def test_a_counter_beside_other_patterns_is_followed_once(tok_tekken, monkeypatc
         m.allowed_token_ids()
     assert 1 <= len(steps) <= 2  # followed once (the state after the quote may start its own chain)
     _walk_equal(g, tok_tekken, 0, 25, monkeypatch, b'{"key":"k","value":"ab')
+
+
+@pytest.mark.parametrize("start", [0, 37])
+def test_a_long_string_s_pieces_take_the_split(start, real_tok, monkeypatch):
+    """Inside a piece of a long string (exactly 64 characters, then the next piece), the chain of
+    plain steps ends where the piece does: the plain tokens that fit are a row of the table, the
+    longer ones are walked (``StringBodySplit.beyond``) as they run into the next piece. The
+    masks equal the full walk's, and the pieces take the split rather than the full walk."""
+    from logitgate.vocab.trie import StringBodySplit
+
+    tiers: list[int] = []
+    beyond = StringBodySplit.beyond
+
+    def counting(self, n):
+        got = beyond(self, n)
+        tiers.append(-1 if got is None else 0 if got is self.rest else n)
+        return got
+
+    monkeypatch.setattr(StringBodySplit, "beyond", counting)
+    g = lg.Grammar.from_json_schema({"type": "object", "properties": {"s": {"type": "string", "minLength": 300}},
+                                     "required": ["s"], "additionalProperties": False})
+    prefix = b'{"s":"' + b"ab" * start
+    used = sum(_walk_equal(g, real_tok, seed, 30, monkeypatch, prefix) for seed in range(2))
+    assert used > 0 and any(t > 0 for t in tiers)  # some tokens were walked on into the next piece

@@ -241,7 +241,7 @@ def _copy_prefix(a: np.ndarray, n: int, size: int | None = None) -> np.ndarray:
 SHARED_MAX_STATES = 1024
 """Largest lexer part (states reachable within the trie's depth) whose walks are shared across
 grammars; bigger ones are walked per grammar."""
-CLOSED_BODY = (None, None, None, None, np.zeros(256, np.uint8))
+CLOSED_BODY = (None, None, None, None, np.zeros(256, np.uint8), False)
 """``CFGEngine._body_shape`` of a state no plain text leaves the lexeme from (nothing elsewhere)."""
 CLOSED_BODY[4].setflags(write=False)
 CLOSED_SETS = 256
@@ -818,12 +818,12 @@ class CFGEngine:
                 lx.comp_part)
 
     def _plain_chain(self, R: tuple, key: bytes, lex: int, limit: int
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(states, mids, off)``: the states plain characters lead through from ``lex`` (at most
-        ``limit``, ending before the first refused character), and the states inside multi-byte
-        characters on the way to ``states[k]``, ``mids[off[k]:off[k + 1]]``; None when some state
-        on the way is not a string body for the restriction ``R`` (see
-        ``body_kernels.plain_chain``).
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None:
+        """``(states, mids, off, accepts)``: the states plain characters lead through from ``lex``
+        (at most ``limit``, ending before the first refused character or at the first state where
+        a lexeme ends: then ``accepts``), and the states inside multi-byte characters on the way
+        to ``states[k]``, ``mids[off[k]:off[k + 1]]``; None when some state on the way is not a
+        string body for the restriction ``R`` (see ``body_kernels.plain_chain``).
 
         Memoised per (state, ``key``: the expected set ``R`` is for) together with the suffixes of
         its first ``limit`` states: a string's next state continues the chain of the one before,
@@ -863,7 +863,8 @@ class CFGEngine:
             for by_sigs, ids in todo:
                 first: dict[Any, int] = {}  # a repeated state: its first suffix (a whole chain past it)
                 final = ids[-1] if end == "loops" else None
-                for j, s in enumerate(ids[:limit]):
+                # a state where a lexeme ends is no chain's start (plain_chain refuses it)
+                for j, s in enumerate(ids[:min(limit, len(ids) - (end == "accepts"))]):
                     if s not in first:
                         first[s] = j
                     elif s == final:
@@ -876,7 +877,8 @@ class CFGEngine:
         # a stored chain is twice ``limit`` long unless it ends, and suffixes are only kept for
         # its first ``limit`` states: a suffix is a whole chain
         n = min(states.shape[0] - k, limit)
-        return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k]
+        accepts = end == "accepts" and k + n == states.shape[0]
+        return states[k:k + n], mids[off[k]:off[k + n]], off[k:k + n + 1] - off[k], accepts
 
     def _chain_sig(self, lex: int, exp: np.ndarray) -> Any:
         """``_chain_sigs`` of one state."""
@@ -904,24 +906,28 @@ class CFGEngine:
     def _chain_steps(R: tuple, lex: int, limit: int) -> tuple | None:
         """``body_kernels.plain_chain`` from ``lex``, twice ``limit`` steps long when it goes on
         that far (so that the suffix of each state met in its first half is a whole chain too):
-        ``(states, mids, off, end)``, ``end`` what comes after its last step: "ends" (no plain
-        character goes on), "loops" (the last step again: a state repeated at the end) or "more";
-        None: not a string body."""
+        ``(states, mids, off, end)``, ``end`` what comes after its last step: "accepts" (a lexeme
+        ends in the last state: what goes on leaves it), "ends" (no plain character goes on),
+        "loops" (the last step again: a state repeated at the end) or "more"; None: not a string
+        body."""
         cap = 2 * limit
         states = np.empty(cap, np.int64)
         mids = np.empty(16 * cap + 256, np.int64)
         off = np.zeros(cap + 1, np.int64)
-        n = _BK.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), cap, states, mids, off)
+        stop = np.zeros(1, np.int64)
+        n = _BK.plain_chain(R, bk.PLAIN_ASCII, bk.UTF8_FORMS, int(lex), cap, states, mids, off, stop)
         if n < 0:
             return None
-        end = "ends" if n < cap else "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
+        end = "accepts" if stop[0] else "ends" if n < cap else \
+            "loops" if n >= 2 and states[n - 1] == states[n - 2] else "more"
         return states[:n], mids[:off[n]], off[:n + 1], end
 
     def _body_shape(self, lex: int, exp: np.ndarray, split: Any) -> tuple | None:
         """What ``_body_walk`` needs of lexer state ``lex`` for the expected set ``exp``: the chain
         ``every`` (the state after one plain character, then along its chain), the states inside
         multi-byte characters on the way to each (``first_mids`` into ``every[0]``, then the
-        chain's ``mids``/``off``) and the first bytes ``elsewhere``; ``CLOSED_BODY`` when no plain
+        chain's ``mids``/``off``), the first bytes ``elsewhere``, and whether a lexeme ends in the
+        chain's last state (``_plain_chain``'s ``accepts``); ``CLOSED_BODY`` when no plain
         text leaves the lexeme whichever way it goes (``_plain_closed``: asked when plain
         characters go several ways, before the chain); None: not a string body."""
         if split.max_chars == 0:
@@ -939,9 +945,9 @@ class CFGEngine:
         if chain is None:
             # the characters go several ways further on (an unanchored pattern before its match)
             return CLOSED_BODY if not several and self._plain_closed(lex, exp) else None
-        states, mids, off = chain
+        states, mids, off, accepts = chain
         every = np.concatenate(([succ], states))
-        return every, first_mids[:n_first].copy(), mids, off, elsewhere
+        return every, first_mids[:n_first].copy(), mids, off, elsewhere, accepts
 
     def _plain_row(self, split: Any, n: int, elsewhere: np.ndarray) -> np.ndarray:
         """The plain tokens of at most ``n`` characters (``split.cumulative[n]``) less those whose
@@ -980,7 +986,11 @@ class CFGEngine:
         one row of the table of plain tokens by length, the other tokens starting that way are
         walked in their own small trie, and the bytes ``elsewhere`` (plain characters that lead to
         another state, e.g. the first letters of a schema's keys) are left to the full walk (the
-        caller chains it)."""
+        caller chains it).
+
+        A chain may end in a state where a lexeme ends (a piece of a long string, exactly so many
+        characters long): the plain tokens longer than the chain then go on into the next lexeme,
+        so they are walked with the others (in ``StringBodySplit.beyond``'s trie)."""
         split = self._string_body
         if split is None:
             return None
@@ -988,23 +998,28 @@ class CFGEngine:
         shape = self._body_shape(lex, exp, split)
         if shape is None:
             return None
+        rest = split.rest
         if shape is CLOSED_BODY:  # every plain token stays inside, none walked in the full trie
             n, elsewhere = split.max_chars, shape[4]
         else:
-            every, first_mids, mids, off, elsewhere = shape
+            every, first_mids, mids, off, elsewhere, accepts = shape
             # steps the walk goes on through; -1: ASCII goes on, some multi-byte characters stop there
             n = int(_BK.body_steps(lx.reach_bits, exp, lx.ignore_bits, every, first_mids, mids, off))
             if n < 0:
                 return None
+            if accepts and n == every.shape[0]:  # longer plain tokens leave the lexeme at its end
+                rest = split.beyond(n)
+                if rest is None:
+                    return None
         # longer plain tokens die at step n: at a refused byte, or where the walk stops and would
-        # end the lexeme, which no chain state (nor a state inside a character) accepts
+        # end the lexeme, which no chain state (nor a state inside a character) accepts; or they
+        # leave it at the chain's end and are walked in ``rest``
         row = self._plain_row(split, n, elsewhere)
         if row.shape[0] == self.mask_words:
             inside = row.copy()
         else:
             inside = np.zeros(self.mask_words, dtype=np.uint32)
             inside[:row.shape[0]] = row
-        rest = split.rest
         first_ok = np.ascontiguousarray(1 - elsewhere)
         bnd_node, bnd_state = self._boundary_scratch()
         nb = int(_EK.lexer_walk(rest.nodes, rest.subtree_end, rest.max_depth, self.L, lex, exp, first_ok, inside,

@@ -203,24 +203,33 @@ def _utf8_mids(R, forms, s, succ, mids, start, frontier, nxt):  # pragma: no cov
 
 
 @njit(cache=True, nogil=True)
-def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off):  # pragma: no cover - compiled
+def plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, stop):  # pragma: no cover - compiled
     """The chain of string-body steps from ``lex``: ``states[k]`` is (a state :func:`same_for` as)
     the state after ``k + 1`` plain characters, the states inside multi-byte characters on the
-    way to it are ``mids[mid_off[k]:mid_off[k + 1]]``. Stops after ``limit`` steps or before the
-    first state where every plain character stops the walk. Returns the number of steps, or -1
+    way to it are ``mids[mid_off[k]:mid_off[k + 1]]``. Stops after ``limit`` steps, before the
+    first state where every plain character stops the walk, or at the first state where a lexeme
+    the walk looks at ends (a piece of a long string, exactly so many characters long): it is the
+    chain's last state, and ``stop[0]`` is set to 1 (else 0). Returns the number of steps, or -1
     when some state on the way is not a body step (plain characters go different ways, a lexeme
-    the walk looks at ends there, or a buffer overflows)."""
-    return _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, np.empty(_MAX_FRONTIER, np.int64),
+    ends at ``lex`` itself, or a buffer overflows)."""
+    return _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, stop, np.empty(_MAX_FRONTIER, np.int64),
                         np.empty(_MAX_FRONTIER, np.int64))
 
 
 @walk_njit
-def _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, frontier, nxt):  # pragma: no cover - compiled
+def _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, stop, frontier,
+                 nxt):  # pragma: no cover - compiled
     trans, acc_bits, reach_bits, exp, ign, sel, off, term, part = R
     s = lex
     n = 0
     mid_off[0] = 0
+    stop[0] = 0
     while n < limit:
+        if _ends(acc_bits, sel, s):
+            if n == 0:
+                return -1
+            stop[0] = 1  # tokens going on past here leave the lexeme: the caller walks them
+            return n
         prev_raw = trans[s, plain[0]]
         succ = _canon(reach_bits, exp, ign, prev_raw)
         for i in range(1, plain.shape[0]):
@@ -230,8 +239,6 @@ def _plain_chain(R, plain, forms, lex, limit, states, mids, mid_off, frontier, n
             prev_raw = raw
             if not _same(reach_bits, off, term, part, sel, _canon(reach_bits, exp, ign, raw), succ):
                 return -1
-        if _ends(acc_bits, sel, s):
-            return -1
         end = _utf8_mids(R, forms, s, succ, mids, mid_off[n], frontier, nxt)
         if end < 0:
             return -1

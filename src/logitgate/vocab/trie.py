@@ -8,6 +8,7 @@ start with them. The arrays are plain numpy (read-only), ready for the numba ker
 from __future__ import annotations
 
 import functools
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,9 @@ __all__ = ["TokenTrie", "WIDE_CHILDREN"]
 WIDE_CHILDREN = 32
 """A first byte with this many second bytes or more is a wide node: mask walks index its children
 (``TokenTrie.root_grand``) instead of scanning them (92 nodes in a 131k vocabulary, 29 in a 32k one)."""
+
+BEYOND_TIERS = (4, 6, 8, 12, 16, 24, 32, 48)
+"""Lengths in characters past which ``StringBodySplit.beyond`` adds plain tokens to its tries."""
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -175,13 +179,19 @@ class StringBodySplit:
     of ``rest`` only: the plain tokens that fit are one row of ``cumulative``.
     """
 
-    __slots__ = ("cumulative", "max_chars", "rest", "n_plain", "non_ascii_first", "plain_rows")
+    __slots__ = ("cumulative", "max_chars", "rest", "n_plain", "non_ascii_first", "plain_rows", "lengths", "_source",
+                 "_beyond", "_lock")
 
     def __init__(self, cumulative: np.ndarray, max_chars: int, rest: "TokenTrie", n_plain: int,
-                 non_ascii_first: np.ndarray) -> None:
+                 non_ascii_first: np.ndarray, lengths: np.ndarray, source: "TokenTrie") -> None:
         self.cumulative = cumulative
         self.max_chars = max_chars
         self.rest = rest
+        self.lengths = lengths
+        """Per token, its length in characters when it is plain, else -1."""
+        self._source = (source.token_flat, source.token_off)  # every token's bytes (read-only arrays)
+        self._beyond: dict[int, TokenTrie] = {}
+        self._lock = threading.Lock()
         self.n_plain = n_plain
         self.non_ascii_first = non_ascii_first
         """The tokens (of the trie) whose first byte is a UTF-8 lead byte, 0xC2-0xF4."""
@@ -212,5 +222,32 @@ class StringBodySplit:
         excluded: set[int] = set()
         non_ascii_first = np.bitwise_or.reduce(trie.first_byte_masks[0xC2:0xF5], axis=0)
         non_ascii_first.setflags(write=False)
-        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), int(plain.size), non_ascii_first)
+        lengths.setflags(write=False)
+        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), int(plain.size), non_ascii_first, lengths, trie)
+
+    def beyond(self, n: int) -> "TokenTrie | None":
+        """A trie of the tokens a walk must look at when plain tokens of more than ``n``
+        characters may leave the lexeme (a piece of a long string ends after ``n`` more): ``rest``
+        and the plain tokens longer than some tier ``t <= n`` (``BEYOND_TIERS``; those of ``t``
+        to ``n`` characters are walked too, which finds what their row says). ``rest`` itself
+        when no plain token is longer than ``n``; None below the smallest tier (the walk would
+        be most of the vocabulary). Built on first use per tier, shared by every grammar."""
+        if n >= self.max_chars:
+            return self.rest
+        tier = max((t for t in BEYOND_TIERS if t <= n), default=None)
+        if tier is None:
+            return None
+        trie = self._beyond.get(tier)
+        if trie is None:
+            with self._lock:
+                trie = self._beyond.get(tier)
+                if trie is None:
+                    rest = self.rest
+                    keep = np.flatnonzero((self.lengths > tier) | (rest.token_node >= 0))
+                    flat, off = self._source
+                    tokens = [b""] * rest.n_tokens
+                    for t in keep.tolist():
+                        tokens[t] = flat[off[t]:off[t + 1]].tobytes()
+                    trie = self._beyond[tier] = TokenTrie(tokens, set())
+        return trie
 
