@@ -465,7 +465,32 @@ ONE_OF_CASES = [
       {"name": "a", "type": "Other"}]),
     ({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}, {"const": "b"}]},
      ["", "abc", "abcd", "bcd", "b", "zzzz", "a", 1]),
+    # unknown keywords beside them are annotations: the branches are negated all the same
+    ({"oneOf": [{"type": "string", "maxLength": 3, "x-kind": "short"}, {"type": "string", "pattern": "^a", "x-note": 1},
+                {"$ref": "#/$defs/b", "x-why": "a ref"}], "$defs": {"b": {"const": "b", "standsFor": "bee"}}},
+     ["", "abc", "abcd", "bcd", "b", "zzzz", "a", 1]),
 ]
+
+
+def test_one_of_branches_apart_by_their_own_values(monkeypatch, tok_spm) -> None:
+    """Branches whose own ``const``/``enum`` values differ are proved apart, whatever else they
+    hold (an unknown keyword, an annotation): no negation needed (``_exclusive`` off), nothing
+    relaxed, exact against ``jsonschema``; values equal as JSON numbers (2 and 2.0) still overlap."""
+    import jsonschema
+
+    from logitgate.json_schema.translate import Translator
+
+    monkeypatch.setattr(Translator, "_exclusive", lambda self, members: None)
+    lg.clear_cache()
+    schema = {"type": "number", "oneOf": [{"const": 1, "standsFor": "Characters"}, {"const": 2, "standsFor": "Words"},
+                                          {"enum": [3, 4.5], "title": "more"}]}
+    compiled_ = lg.compile(lg.Grammar.from_json_schema(schema), tok_spm)
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in [1, 2, 3, 4.5, 5, 0, 2.5, "1"]:
+        m = lg.Matcher(compiled_)
+        assert (m.accept_bytes(json.dumps(v).encode()) and m.is_accepting()) == validator.is_valid(v), v
+    g = lg.Grammar.from_json_schema({"oneOf": [{"enum": [1, 2], "x": 0}, {"enum": [2.0, 3]}]}, strict=False)
+    assert [p for p, _ in g.relaxed] == ["/oneOf"]  # 2 and 2.0 are one value: not apart
 
 
 @pytest.mark.parametrize("case", range(len(ONE_OF_CASES)))

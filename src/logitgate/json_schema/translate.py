@@ -693,11 +693,11 @@ class Translator:
             return None
         sub = self._enter(sub)
         if "$ref" in s:
-            others = {k: v for k, v in s.items() if k != "$ref" and k not in ANNOTATIONS}
+            others = {k: v for k, v in s.items() if k != "$ref" and _asserts(k)}
             if others and sub.draft not in ("draft4", "draft6", "draft7"):
                 return None
             return self.negate(self._deref(sub, "$ref"))
-        keys = {k for k in s if k not in ANNOTATIONS or k == "format"}
+        keys = {k for k in s if _asserts(k)}
         combo = keys & {"allOf", "anyOf", "oneOf", "not"}
         if combo and keys != {"anyOf"}:  # a conjunction of parts (a double not, an allOf, ...)
             return self._negate_parts(sub, s, combo)
@@ -841,7 +841,7 @@ class Translator:
         otherwise None."""
         parts: list[Sub] = []
         rest = {k: v for k, v in s.items() if k not in combo}
-        if any(k not in ANNOTATIONS or k == "format" for k in rest):
+        if any(_asserts(k) for k in rest):
             parts.append(self._part_of(sub, "rest", rest))
         out: list[Any] = []
         for kw in ("allOf", "anyOf", "oneOf"):
@@ -921,6 +921,9 @@ class Translator:
             common &= within
         if not common:
             return True
+        if a.own is not None and b.own is not None and \
+                not any(_json_equal(u, v) for u, v in itertools.product(a.own, b.own)):
+            return True  # their const/enum values differ (annotations beside them, say)
         if common <= {"object"} and (self._objects_apart(a, b, depth) or self._objects_apart(b, a, depth)):
             return True
         if depth < _DISJOINT_DEPTH:
@@ -1047,7 +1050,7 @@ class Translator:
                 if all(m is not None for m in msigs):
                     types &= set().union(*(m.types for m in msigs))  # type: ignore[union-attr]
         sig = _Signature(types, {r for r in required if isinstance(r, str)}, values, prop_types, prop_subs,
-                         set(props) if closed else None, extras, min_props, max_props, tuple(unions))
+                         set(props) if closed else None, extras, min_props, max_props, tuple(unions), _values_of(s))
         members = s.get("allOf")
         if isinstance(members, list):
             for i, m in enumerate(members):
@@ -1848,6 +1851,7 @@ class _Signature:
     min_props: int = 0
     max_props: int | None = None
     unions: tuple[list[Sub], ...] = ()
+    own: list[Any] | None = None  # the values its own ``const``/``enum`` allows (None: no such bound)
 
     def types_of(self, p: str) -> set[str] | None:
         """The types property ``p``'s value may have (None: any)."""
@@ -1872,7 +1876,13 @@ class _Signature:
             min(self.max_props, other.max_props)
         return _Signature(self.types & other.types, self.required | other.required, values, prop_types, prop_subs,
                           closed, self.extras + other.extras, max(self.min_props, other.min_props), max_props,
-                          self.unions + other.unions)
+                          self.unions + other.unions, self.own if self.own is not None else other.own)
+
+
+def _asserts(keyword: str) -> bool:
+    """Whether a keyword constrains values: a known one other than the annotations (``format``
+    does); unknown keywords are annotations, as the spec says."""
+    return keyword in KNOWN and (keyword not in ANNOTATIONS or keyword == "format")
 
 
 def _values_of(s: dict) -> list[Any] | None:
