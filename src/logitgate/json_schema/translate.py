@@ -2009,7 +2009,7 @@ def _unconstrained_types(s: dict) -> set[str]:
     if types is None:
         return set()
     for k in s:
-        if k in ANNOTATIONS and k != "format" or k == "type" or k not in KNOWN:
+        if k == "type" or not _asserts(k):
             continue
         applies = _KEYWORD_TYPES.get(k)
         if applies is None:  # a combinator, enum, const: taken to constrain every type

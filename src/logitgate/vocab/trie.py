@@ -216,16 +216,12 @@ class StringBodySplit:
         cumulative[:, :packed.shape[1]] = packed
         cumulative = np.ascontiguousarray(cumulative).view("<u4").astype(np.uint32)
         cumulative.setflags(write=False)
-        flat, off = trie.token_flat, trie.token_off
-        others = np.flatnonzero((lengths < 0) & (trie.token_node >= 0)).tolist()
-        tokens = [b""] * n  # empty: left out of the trie (the plain tokens, those not in the trie)
-        for t in others:
-            tokens[t] = flat[off[t]:off[t + 1]].tobytes()
-        excluded: set[int] = set()
+        others = np.flatnonzero((lengths < 0) & (trie.token_node >= 0))
         non_ascii_first = np.bitwise_or.reduce(trie.first_byte_masks[0xC2:0xF5], axis=0)
         non_ascii_first.setflags(write=False)
         lengths.setflags(write=False)
-        return cls(cumulative, max_chars, TokenTrie(tokens, excluded), int(plain.size), non_ascii_first, lengths, trie)
+        rest = _subset_trie(trie.token_flat, trie.token_off, n, others)
+        return cls(cumulative, max_chars, rest, int(plain.size), non_ascii_first, lengths, trie)
 
     def beyond(self, n: int) -> "TokenTrie | None":
         """A trie of the tokens a walk must look at when plain tokens of more than ``n``
@@ -244,12 +240,16 @@ class StringBodySplit:
             with self._lock:
                 trie = self._beyond.get(tier)
                 if trie is None:
-                    rest = self.rest
-                    keep = np.flatnonzero((self.lengths > tier) | (rest.token_node >= 0))
-                    flat, off = self._source
-                    tokens = [b""] * rest.n_tokens
-                    for t in keep.tolist():
-                        tokens[t] = flat[off[t]:off[t + 1]].tobytes()
-                    trie = self._beyond[tier] = TokenTrie(tokens, set())
+                    keep = np.flatnonzero((self.lengths > tier) | (self.rest.token_node >= 0))
+                    trie = self._beyond[tier] = _subset_trie(*self._source, self.rest.n_tokens, keep)
         return trie
+
+
+def _subset_trie(flat: np.ndarray, off: np.ndarray, n: int, ids: np.ndarray) -> TokenTrie:
+    """A trie over the ids ``0..n-1`` of a vocabulary whose bytes are ``flat``/``off`` (a
+    ``TokenTrie``'s), holding only the tokens ``ids``: the others are left out (empty)."""
+    tokens = [b""] * n
+    for t in ids.tolist():
+        tokens[t] = flat[off[t]:off[t + 1]].tobytes()
+    return TokenTrie(tokens)
 
