@@ -624,6 +624,38 @@ def test_too_many_combinations_relax_conditionals_and_report_them():
     assert not accepts(c, '{"kind":3}') and not accepts(c, '{"v":1}')
 
 
+def test_too_many_alternatives_leave_out_the_last_disjunctions_when_lenient():
+    """Four independent anyOf pairs make 16 combinations; under a cap of 8 the strict translation
+    stops at the cap, the lenient one expands the first three pairs (8 paths) and leaves the fourth
+    out, reported: every valid document still passes (jsonschema decides), and every accepted one
+    keeps the three pairs it enforces."""
+    import itertools
+
+    import jsonschema
+
+    keys = [f"{c}{i}" for i in range(4) for c in "ab"]
+    pairs = [{"anyOf": [{"required": [f"a{i}"]}, {"required": [f"b{i}"]}]} for i in range(4)]
+    schema = {"type": "object", "properties": {k: {"const": 1} for k in keys}, "additionalProperties": False,
+              "allOf": pairs}
+    with lg.using_limits(max_schema_alternatives=8):
+        with pytest.raises(lg.LimitError):
+            lg.Grammar.from_json_schema(schema)
+        g = lg.Grammar.from_json_schema(schema, strict=False)
+        c = lg.compile(g, byte_tokenizer())
+    assert [p for p, _ in g.relaxed] == ["/allOf/3/anyOf"]
+    assert "'anyOf' not enforced" in g.relaxed[0][1] and "max_schema_alternatives" in g.relaxed[0][1]
+    loose = 0
+    for chosen in itertools.product([False, True], repeat=len(keys)):
+        doc = {k: 1 for k, on in zip(keys, chosen) if on}
+        ok = accepts(c, dumps(doc))
+        if jsonschema.Draft202012Validator(schema).is_valid(doc):
+            assert ok, doc
+        if ok:
+            assert all(f"a{i}" in doc or f"b{i}" in doc for i in range(3)), doc
+            loose += not ("a3" in doc or "b3" in doc)
+    assert loose > 0  # the fourth pair is not enforced, as reported
+
+
 def test_a_ref_to_a_properties_map_with_an_id_property_is_a_schema_error():
     # found by fuzzing: draft 4 reads "id" as the schema's id; a dict there used to escape as AttributeError
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",

@@ -54,7 +54,10 @@ KEYWORDS: dict[str, Keyword] = dict([
     _k("const", "any", "exact", "6+", "Numbers compare by value (`1` and `1.0` are equal)."),
     # -- combinators ------------------------------------------------------------------------
     _k("allOf", "any", "exact", "all", "The members are merged into one conjunction."),
-    _k("anyOf", "any", "exact", "all"),
+    _k("anyOf", "any", "exact", "all", "Combinations past `Limits.max_schema_alternatives` at one position: "
+       "an error in strict mode; a lenient translation expands the disjunctions on each path while the "
+       "product of their branch counts stays within the cap and leaves the rest (`anyOf`, `oneOf`, `not`, "
+       "`if`, dependencies) out, reported."),
     _k("oneOf", "any", "partial", "all", "Exact when the branches are disjoint (by type; for objects by a "
        "required property's `const`/`enum` values or types, `additionalProperties`' types or property counts; "
        "a branch that is an `anyOf`/`oneOf` member by member), when two branches accept every value of a type "

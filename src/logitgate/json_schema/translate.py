@@ -272,6 +272,7 @@ class Translator:
         self._counter = itertools.count()
         self._dfa_cache: dict[Node, Any] = {}
         self._skip_conditionals = False
+        self._branch_cap = 0  # see ``expand``: 0 when every disjunction is expanded
         self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
         """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
@@ -438,22 +439,39 @@ class Translator:
         """Disjunctive normal form: a list of conjunctions without combinators. When the
         combinations exceed ``Limits.max_schema_alternatives``, ``if``/``then``/``else`` at this position are
         relaxed (not enforced, reported), overlapping ``oneOf`` branches are read as ``anyOf``
-        (reported), and the expansion is tried once more."""
+        (reported), and the expansion is tried once more. If that is still too many, a lenient
+        translation (``strict=False``) expands each path's disjunctions only while the product of
+        their branch counts stays within the cap, and leaves the rest out (reported): a
+        conjunction with a member left out lets more values on, never fewer, and the paths
+        together are then at most the cap (each path keeps at least 1/cap of the whole)."""
         out: list[list[Sub]] = []
         try:
             self._expand(list(conj), [], out, 0)  # _expand consumes its work list: give it a copy
         except _TooManyAlternatives:
-            if self._skip_conditionals:
+            if self._skip_conditionals or self._branch_cap:
                 raise
             out = []
             self._skip_conditionals = True
             try:
                 self._expand(list(conj), [], out, 0)
+            except _TooManyAlternatives:
+                if self.strict:
+                    raise
+                out = []
+                self._skip_conditionals = False
+                self._branch_cap = get_limits().max_schema_alternatives
+                try:
+                    self._expand(list(conj), [], out, 0)
+                finally:
+                    self._branch_cap = 0
             finally:
                 self._skip_conditionals = False
         return out
 
-    def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int) -> None:
+    def _expand(self, todo: list[Any], done: list[Sub], out: list[list[Sub]], steps: int, paths: int = 1) -> None:
+        """Appends to ``out`` the conjunctions of ``done`` with each way through ``todo``;
+        ``paths``: the product of the branch counts of the disjunctions expanded on this path
+        (bounded by ``_branch_cap`` when that is set, see ``expand``)."""
         if steps > 20_000:
             raise SchemaError("the schema's combinators expand too far (an allOf/$ref loop?)",
                               pointer=done[-1].pointer if done else "")
@@ -464,9 +482,15 @@ class Translator:
                 raise SchemaError("the schema's combinators expand too far (an allOf/$ref loop?)",
                                   pointer=done[-1].pointer if done else "")
             if isinstance(item, _BranchSet):
+                if self._branch_cap and len(item.options) > 1 and paths * len(item.options) > self._branch_cap:
+                    self.unsupported(item.pointer or (done[-1].pointer if done else ""),
+                                     f"{_branch_keyword(item.pointer)} not enforced: with the other combinators "
+                                     f"here the alternatives would be more than {self._branch_cap} "
+                                     "(Limits.max_schema_alternatives)")
+                    continue
                 for option in item.options:
                     members = option.members if isinstance(option, _Group) else [option]
-                    self._expand(list(members) + todo, list(done), out, steps)
+                    self._expand(list(members) + todo, list(done), out, steps, paths * len(item.options))
                     cap = get_limits().max_schema_alternatives
                     if len(out) > cap:
                         raise _TooManyAlternatives(f"the combinators here expand into more than {cap} alternatives",
@@ -506,10 +530,11 @@ class Translator:
                     break
             for i, member in enumerate(_list(s["allOf"], sub, "allOf") if "allOf" in s else ()):
                 extra.append(sub.child(member, "allOf", i))
-            branches: list[list[Any]] = []
+            branches: list[_BranchSet] = []
             if "anyOf" in s:  # a negation's union may hold its parts as they are (``negate``: contains)
-                branches.append([m if isinstance(m, (Sub, _Group)) else sub.child(m, "anyOf", i)
-                                 for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))])
+                branches.append(_BranchSet([m if isinstance(m, (Sub, _Group)) else sub.child(m, "anyOf", i)
+                                 for i, m in enumerate(_list(s["anyOf"], sub, "anyOf"))],
+                                           sub.pointer + "/anyOf"))
             if "oneOf" in s:
                 members = [sub.child(m, "oneOf", i) for i, m in enumerate(_list(s["oneOf"], sub, "oneOf"))]
                 excluded = self._overlap_types(members, _type_set(s))
@@ -523,7 +548,7 @@ class Translator:
                                          "several branches is not rejected)")
                     else:
                         members = exclusive
-                branches.append(members)
+                branches.append(_BranchSet(members, sub.pointer + "/oneOf"))
             if "if" in s and ("then" in s or "else" in s) and self._skip_conditionals:
                 self.unsupported(sub.pointer + "/if", "if/then/else not enforced: with the other combinators "
                                  f"here they expand into more than {get_limits().max_schema_alternatives} "
@@ -536,9 +561,10 @@ class Translator:
                 if neg is None:
                     self.unsupported(sub.pointer + "/if", "if/then/else whose 'if' cannot be negated "
                                      "(enforced as: (if and then) or else)")
-                    branches.append([_Group([cond, then]), els])
+                    branches.append(_BranchSet([_Group([cond, then]), els], sub.pointer + "/if"))
                 else:
-                    branches.append([_Group([cond, then])] + [_Group([n, els]) for n in neg])
+                    branches.append(_BranchSet([_Group([cond, then])] + [_Group([n, els]) for n in neg],
+                                               sub.pointer + "/if"))
             branches.extend(self._dependencies(sub))
             if "not" in s:
                 neg = self.negate(sub.child(s["not"], "not"))
@@ -547,15 +573,15 @@ class Translator:
                 elif not neg:
                     return
                 else:
-                    branches.append(neg)
+                    branches.append(_BranchSet(neg, sub.pointer + "/not"))
             if _contradicts(done, sub):
                 return  # no value satisfies this conjunction: drop the path before it multiplies
             done.append(sub)
             scope = sub.scope + (sub.key,)
             _set_scope(extra, scope)
             for b in branches:
-                _set_scope(b, scope)
-            todo = extra + [_BranchSet(b) for b in branches] + todo
+                _set_scope(b.options, scope)
+            todo = extra + branches + todo
         out.append(done)
 
     def _enter(self, sub: Sub) -> Sub:
@@ -639,11 +665,11 @@ class Translator:
             self._uri_flags[uri] = flags
         return flags
 
-    def _dependencies(self, sub: Sub) -> list[list[Any]]:
+    def _dependencies(self, sub: Sub) -> list[_BranchSet]:
         """``dependentRequired``/``dependentSchemas`` (and draft 7 ``dependencies``) as branches:
         the property is absent, or it is present and the dependency holds."""
         s = sub.schema
-        out: list[list[Any]] = []
+        out: list[_BranchSet] = []
         items: list[tuple[str, Any, str]] = []
         for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
             d = s.get(kw)
@@ -658,10 +684,9 @@ class Translator:
             absent = sub.child({"properties": {name: False}}, kw, name)
             if isinstance(dep, list):
                 present = sub.child({"required": [name, *dep]}, kw, name)
-                out.append([absent, present])
             else:
                 present = _Group([sub.child({"required": [name]}, kw, name), where])
-                out.append([absent, present])
+            out.append(_BranchSet([absent, present], where.pointer))
         return out
 
     # -- negation ----------------------------------------------------------------------------
@@ -883,7 +908,8 @@ class Translator:
         negs = [self.negate(m) for m in members]
         if any(n is None for n in negs):
             return None
-        return [_Group([m] + [_BranchSet(list(negs[j])) for j in range(len(members)) if j != i])  # type: ignore[arg-type]
+        return [_Group([m] + [_BranchSet(list(negs[j]), members[j].pointer) for j in range(len(members))  # type: ignore[arg-type]
+                           if j != i])
                 for i, m in enumerate(members)]
 
     def _overlap_types(self, members: list[Sub], within: set[str] | None = None, depth: int = 0) -> set[str] | None:
@@ -1746,6 +1772,16 @@ def _set_scope(items: list[Any], scope: tuple) -> None:
             _set_scope(x.options, scope)
 
 
+def _branch_keyword(pointer: str) -> str:
+    """The keyword of the disjunction at ``pointer`` (a ``_BranchSet``'s), for a report."""
+    parts = pointer.rsplit("/", 2)
+    if parts[-1] in ("anyOf", "oneOf", "not", "if"):
+        return f"'{parts[-1]}'" if parts[-1] != "if" else "if/then/else"
+    if len(parts) == 3 and parts[1] in ("dependencies", "dependentRequired", "dependentSchemas"):
+        return f"{parts[1]} of {parts[2]!r}"
+    return "a branch's negation of the others" if pointer else "a disjunction"
+
+
 class _TooManyAlternatives(SchemaLimitError):
     """The DNF of a position's combinators is over ``Limits.max_schema_alternatives``."""
 
@@ -1760,12 +1796,14 @@ class _Group:
 
 
 class _BranchSet:
-    """A pending disjunction inside a conjunction being expanded."""
+    """A pending disjunction inside a conjunction being expanded; ``pointer``: the keyword it
+    stands for (``/anyOf``, ``/if``, ...)."""
 
-    __slots__ = ("options",)
+    __slots__ = ("options", "pointer")
 
-    def __init__(self, options: list[Any]) -> None:
+    def __init__(self, options: list[Any], pointer: str = "") -> None:
         self.options = options
+        self.pointer = pointer
 
 
 def _list(v: Any, sub: Sub, kw: str) -> list:
