@@ -310,3 +310,46 @@ def test_max_positions_counts_automaton_edges() -> None:
     assert regex_dfa(Repeat(five, 4, 4), max_states=30).matches(b"abcde" * 4)  # 20 positions
     with pytest.raises(CompileError, match="positions"):
         regex_dfa(Repeat(five, 70, 70), max_states=30)  # 350 positions > 10 * max_states
+
+
+PAIRED = [
+    (r"[a-z]+(\.[a-z]+)*@[a-z]+(\.[a-z]+)+", r".{0,40}"),
+    (r"(a|ab|abc)*c?(b|bc)*", r"[abc]{3,30}"),
+    (r"[ab]*a[ab]{4}", r".{0,20}"),
+    (r"\w+( \w+)*", r"[^x]{2,50}"),
+]
+
+
+def _states(node: Node) -> int:
+    return len(node.accepting) if isinstance(node, Automaton) else 1
+
+
+@pytest.mark.parametrize("a, b", PAIRED)
+def test_a_cap_the_combined_subsets_exceed_is_met_by_the_operands_product(a: str, b: str) -> None:
+    """One subset construction over both operands pairs their unminimised subsets; past the cap,
+    intersect and difference pair the operands' minimal DFAs instead (kernel ``product_dfa``).
+    The result is the same canonical node as without a cap, exactly at the size of the minimal
+    result, and a cap below that size is still an error."""
+    from logitgate.automata import boolean
+
+    na, nb = parse(a), parse(b)
+    combined = boolean._product((na, nb), 10**6)[1].shape[0]
+    _, (da, db) = boolean._operand_dfas((na, nb), 10**6)
+    tried = 0
+    for op, complete in ((intersect, False), (difference, True)):
+        full = op(na, nb)
+        n = _states(full)
+        pairs = boolean.product_dfa(da[0], db[0], complete, 10**6)[0].shape[0]
+        cap = max(n, -(-pairs // boolean._PRODUCT_PAIRS))  # the pairs before minimising may be 4x the cap
+        if cap >= combined:
+            continue  # the single construction fits this cap
+        tried += 1
+        assert op(na, nb, max_states=cap) == full
+        with pytest.raises(CompileError):
+            op(na, nb, max_states=n - 1)
+    assert tried
+    both = regex_dfa(intersect(na, nb, max_states=_states(intersect(na, nb))))
+    for k in range(6):
+        for p in itertools.product("ab.@ c", repeat=k):
+            t = "".join(p)
+            assert both.matches(t.encode()) == (re.fullmatch(a, t) is not None and re.fullmatch(b, t) is not None), t

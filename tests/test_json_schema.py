@@ -656,6 +656,21 @@ def test_too_many_alternatives_leave_out_the_last_disjunctions_when_lenient():
     assert loose > 0  # the fourth pair is not enforced, as reported
 
 
+def test_an_email_format_with_a_long_max_length_is_enforced_whole():
+    """``format: email`` with ``maxLength: 255`` (common in real schemas): one subset construction
+    over both needed more states than the lexeme cap and the pair was relaxed; the product of
+    their minimal DFAs fits, so both hold."""
+    schema = {"type": "string", "format": "email", "maxLength": 255}
+    g = lg.Grammar.from_json_schema(schema)
+    assert not g.relaxed
+    c = lg.compile(g, byte_tokenizer())
+    domain = "@example.com"
+    for n in (254, 255, 256):
+        local = "a" * (n - len(domain))
+        assert accepts(c, json.dumps(local + domain)) == (n <= 255), n
+    assert not accepts(c, json.dumps("a" * 20))  # not an email
+
+
 def test_a_ref_to_a_properties_map_with_an_id_property_is_a_schema_error():
     # found by fuzzing: draft 4 reads "id" as the schema's id; a dict there used to escape as AttributeError
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",

@@ -98,7 +98,7 @@ RELAXED: dict[str, tuple[dict, str]] = {
     "minLength": ({"type": "string", "minLength": 300, "pattern": "^a"}, ""),
     "maxLength": ({"type": "string", "maxLength": 300, "format": "uri"}, ""),
     "pattern": ({"type": "string", "pattern": "(a(?=a)b)"}, "/pattern"),
-    "format": ({"type": "string", "format": "email", "maxLength": 250}, ""),
+    "format": ({"type": "string", "format": "uri", "maxLength": 250}, ""),
     "multipleOf": ({"type": "number", "multipleOf": 1.234567891}, "/multipleOf"),
     "required": ({"type": "object", "properties": {f"p{i}": {} for i in range(9)},
                   "required": [f"p{i}" for i in range(9)]}, ""),

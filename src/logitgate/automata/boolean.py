@@ -5,7 +5,10 @@ is pattern ``k``), so a single subset construction follows every operand at once
 row of a DFA state says which operands fully match the characters read so far. A boolean
 function of that row marks the accepting states of the result; character-level trimming and
 Hopcroft minimisation give its minimal DFA, returned as an :class:`~logitgate.regex.ast.Automaton`
-node that any other tree (and so the lexer and the grammars) can embed.
+node that any other tree (and so the lexer and the grammars) can embed. When that construction
+needs more than ``max_states`` states (its states pair the operands' unminimised subsets), an
+intersection or difference pairs the operands' own minimal DFAs over the same atoms instead
+(kernel ``product_dfa``), then minimises.
 
 Results are canonical: the minimal DFA, numbered breadth-first from its start with successors in
 order of the smallest code point leading to them, edges listed by their smallest code point, so
@@ -19,10 +22,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..kernels.automata_kernels import bfs_order, renumber_expand
+from ..errors import LimitError
+from ..kernels.automata_kernels import bfs_order, determinize, product_dfa, renumber_expand
 from ..regex.ast import Alt, Automaton, CharClass, Empty, Node, Repeat
 from ..regex.charsets import ANY
-from .dfa import _POSITIONS_PER_STATE, _determinize, _minimize_chars
+from .dfa import _POSITIONS_PER_STATE, _determinize, _minimize_chars, _too_many_states
 from .nfa import AtomPartition, PositionNFA, build_nfa
 
 __all__ = [
@@ -44,13 +48,37 @@ ANY_STRING: Node = Repeat(CharClass(ANY), 0, None)
 """Every string of any code points (surrogates excepted): the default universe of :func:`complement`."""
 
 _MAX_STATES = 100_000
+_PRODUCT_PAIRS = 4
+"""An intersection or difference may pair up to this many times ``max_states`` states of its
+operands' minimal DFAs before minimising; the result is held to ``max_states``. A pattern and a
+length bound pair most of their states (a format and ``maxLength: 255``: 37,000 pairs for a
+minimal product of 4,000)."""
 
 
 def intersect(*nodes: Node, max_states: int = _MAX_STATES) -> Node:
     """The strings that every one of ``nodes`` matches (:data:`ANY_STRING` when there are none)."""
     if not nodes:
         return ANY_STRING
-    return _combine(nodes, lambda acc: acc.all(axis=1), max_states)
+    try:
+        return _combine(nodes, lambda acc: acc.all(axis=1), max_states)
+    except LimitError:
+        if len(nodes) == 1:
+            raise
+    nfa, dfas = _operand_dfas(nodes, max_states)  # the operands' subsets paired too many states
+    if any(d is None for d in dfas):
+        return NOTHING
+    table, accepting = dfas[0]
+    for other, other_acc in dfas[1:]:
+        table, pa, pb, status = product_dfa(table, other, False, _PRODUCT_PAIRS * max_states)
+        if status:
+            raise _too_many_states(max_states, "max_dfa_states")
+        minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & other_acc[pb, 0])[:, None]))
+        if minimal is None:
+            return NOTHING
+        table, accepting = minimal
+        if table.shape[0] > max_states:
+            raise _too_many_states(max_states, "max_dfa_states")
+    return _to_node(table, accepting[:, 0], nfa.atoms)
 
 
 def union(*nodes: Node) -> Node:
@@ -63,7 +91,25 @@ def union(*nodes: Node) -> Node:
 
 def difference(a: Node, b: Node, max_states: int = _MAX_STATES) -> Node:
     """The strings that ``a`` matches and ``b`` does not."""
-    return _combine((a, b), lambda acc: acc[:, 0] & ~acc[:, 1], max_states)
+    try:
+        return _combine((a, b), lambda acc: acc[:, 0] & ~acc[:, 1], max_states)
+    except LimitError:
+        pass
+    nfa, (da, db) = _operand_dfas((a, b), max_states)  # as in intersect
+    if da is None:
+        return NOTHING
+    if db is None:
+        return _to_node(da[0], da[1][:, 0], nfa.atoms)
+    table, pa, pb, status = product_dfa(da[0], db[0], True, _PRODUCT_PAIRS * max_states)
+    if status:
+        raise _too_many_states(max_states, "max_dfa_states")
+    b_acc = np.append(db[1][:, 0], False)  # the sink past b's states accepts nothing
+    minimal = _minimize_chars(table, np.ascontiguousarray((da[1][pa, 0] & ~b_acc[pb])[:, None]))
+    if minimal is None:
+        return NOTHING
+    if minimal[0].shape[0] > max_states:
+        raise _too_many_states(max_states, "max_dfa_states")
+    return _to_node(minimal[0], minimal[1][:, 0], nfa.atoms)
 
 
 def complement(node: Node, universe: Node | None = None, max_states: int = _MAX_STATES) -> Node:
@@ -119,6 +165,28 @@ def _product(nodes: Sequence[Node], max_states: int) -> tuple[PositionNFA, np.nd
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
     table, accepting = _determinize(nfa, max_states)
     return nfa, table, accepting
+
+
+def _operand_dfas(nodes: Sequence[Node], max_states: int
+                  ) -> tuple[PositionNFA, list[tuple[np.ndarray, np.ndarray] | None]]:
+    """Each operand's minimal DFA (:func:`~logitgate.automata.dfa._minimize_chars`'s
+    ``(table, accepting)``, None: empty) over the atoms of one position NFA of them all, so that
+    their product (kernel ``product_dfa``) reads the same atoms. Smaller than one subset
+    construction over every operand at once, whose states pair the operands' unminimised
+    subsets: a pattern and a length bound (``.{0,255}``) made tens of thousands of those where
+    the minimal pairs are a few thousand."""
+    nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
+    atoms = nfa.atoms
+    out: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for k in range(len(nodes)):
+        start = np.ascontiguousarray(nfa.start[nfa.start_off[k]:nfa.start_off[k + 1]])
+        table, accepting, status = determinize(nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members,
+                                               nfa.class_of, atoms.class_off, atoms.class_flat, start,
+                                               nfa.n_patterns, atoms.n_atoms, max_states)
+        if status:
+            raise _too_many_states(max_states, "max_dfa_states")
+        out.append(_minimize_chars(table, np.ascontiguousarray(accepting[:, k:k + 1])))
+    return nfa, out
 
 
 def _combine(nodes: Sequence[Node], accept: Callable[[np.ndarray], np.ndarray], max_states: int) -> Node:

@@ -397,7 +397,8 @@ class PositionNFA:
     """
 
     __slots__ = (
-        "n_patterns", "start", "follow_off", "follow", "group_off", "group_members", "class_of", "atoms", "classes"
+        "n_patterns", "start", "follow_off", "follow", "group_off", "group_members", "class_of", "atoms", "classes",
+        "start_off",
     )
 
     def __init__(
@@ -411,6 +412,7 @@ class PositionNFA:
         class_of: np.ndarray,
         atoms: AtomPartition | None,
         classes: Sequence[Ranges] = (),
+        start_off: Sequence[int] = (),
     ) -> None:
         self.n_patterns = n_patterns
         self.start = start
@@ -421,6 +423,7 @@ class PositionNFA:
         self.class_of = class_of
         self.atoms = atoms  # None when build_nfa was told to leave it to a kernel
         self.classes = classes  # the distinct classes, class_of's numbering
+        self.start_off = start_off  # pattern k's part of ``start``: start[start_off[k]:start_off[k + 1]]
 
     @property
     def n_states(self) -> int:
@@ -456,15 +459,17 @@ def build_nfa(nodes: Sequence[Node], *, max_positions: int | None = None, limit:
     g = _Glushkov(k_patterns, max_positions)
     g.limit = limit
     start: list[int] = []
+    start_off = [0]
     for k, node in enumerate(nodes):
         frag = g.build(node)
         start += frag.first
         if frag.nullable:
             start.append(k)
+        start_off.append(len(start))
         for p in frag.last:  # a last position also enters the accept marker of its pattern
             g.follow[p - k_patterns].append(-1 - k)
     follow_off, follow = _csr(g.follow, skip=k_patterns)
     group_off, group_members = _csr(g.groups)
     class_of = np.array([-1] * k_patterns + g.position_class, np.int32)
     return PositionNFA(k_patterns, np.array(start, np.int32), follow_off, follow, group_off, group_members, class_of,
-                       AtomPartition(g.classes) if atoms else None, g.classes)
+                       AtomPartition(g.classes) if atoms else None, g.classes, start_off)

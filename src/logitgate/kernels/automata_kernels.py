@@ -1546,3 +1546,86 @@ def regex_byte_dfa(ranges, range_off, follow_off, follow, group_off, group_membe
         return 0, byte_classes, trans, acc, table, accepting, starts, interval_atom
     return (3 if status == 0 else status), np.zeros(256, np.uint8), np.zeros((0, 1), np.int32), accepting, table, \
         accepting, starts, interval_atom
+
+
+@njit(types.Tuple((_i32_2d, _i32_1d, _i32_1d, types.int64))(_i32_2d, _i32_2d, types.boolean, types.int64),
+      cache=True, nogil=True)
+def product_dfa(ta, tb, b_complete, max_states):  # pragma: no cover - compiled
+    """The reachable part of the product of two DFAs over the same atoms (start 0 in each; -1: no
+    move): ``(table, pa, pb, status)``, product state ``s`` the pair ``(pa[s], pb[s])`` (state 0
+    the pair of starts). A pair moves where both do. With ``b_complete``, ``b`` is read as
+    complete: where it has no move the pair goes on with ``pb == tb.shape[0]``, a sink that never
+    moves on (for a difference). ``status`` 1: more than ``max_states`` pairs (then incomplete).
+    Pairs are hash-consed by open addressing on ``pa * (nb + 1) + pb``."""
+    width = ta.shape[1]
+    nb1 = tb.shape[0] + 1
+    sink = tb.shape[0]
+    cap = 256
+    table = np.full((cap, width), -1, np.int32)
+    pa = np.empty(cap, np.int32)
+    pb = np.empty(cap, np.int32)
+    size = 1024  # hash slots: pair key, its state
+    keys = np.full(size, -1, np.int64)
+    vals = np.empty(size, np.int32)
+    pa[0] = 0
+    pb[0] = 0
+    keys[_mix(0) & np.uint64(size - 1)] = 0
+    vals[_mix(0) & np.uint64(size - 1)] = 0
+    n = 1
+    s = 0
+    while s < n:
+        a = pa[s]
+        b = pb[s]
+        for x in range(width):
+            a2 = ta[a, x]
+            if a2 < 0:
+                continue
+            if b == sink:
+                b2 = sink
+            else:
+                b2 = tb[b, x]
+                if b2 < 0:
+                    if not b_complete:
+                        continue
+                    b2 = sink
+            key = np.int64(a2) * nb1 + b2
+            sl = _mix(key) & np.uint64(size - 1)
+            while keys[sl] != -1 and keys[sl] != key:
+                sl = (sl + np.uint64(1)) & np.uint64(size - 1)
+            if keys[sl] == key:
+                table[s, x] = vals[sl]
+                continue
+            if n >= max_states:
+                return table[:n], pa[:n], pb[:n], 1
+            if n == cap:
+                cap *= 2
+                grown = np.full((cap, width), -1, np.int32)
+                grown[:n] = table[:n]
+                table = grown
+                pa2 = np.empty(cap, np.int32)
+                pa2[:n] = pa[:n]
+                pa = pa2
+                pb2 = np.empty(cap, np.int32)
+                pb2[:n] = pb[:n]
+                pb = pb2
+            keys[sl] = key
+            vals[sl] = n
+            pa[n] = a2
+            pb[n] = b2
+            table[s, x] = n
+            n += 1
+            if 2 * n > size:  # keep the load under one half
+                size *= 2
+                k2 = np.full(size, -1, np.int64)
+                v2 = np.empty(size, np.int32)
+                for j in range(size // 2):
+                    if keys[j] != -1:
+                        t = _mix(keys[j]) & np.uint64(size - 1)
+                        while k2[t] != -1:
+                            t = (t + np.uint64(1)) & np.uint64(size - 1)
+                        k2[t] = keys[j]
+                        v2[t] = vals[j]
+                keys = k2
+                vals = v2
+        s += 1
+    return table[:n].copy(), pa[:n].copy(), pb[:n].copy(), 0
