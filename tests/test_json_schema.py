@@ -671,6 +671,24 @@ def test_an_email_format_with_a_long_max_length_is_enforced_whole():
     assert not accepts(c, json.dumps("a" * 20))  # not an email
 
 
+def test_paired_string_automata_stop_at_the_translation_s_budget(monkeypatch: pytest.MonkeyPatch):
+    """The automata built by pairing (``boolean.paired``) share one budget of states per
+    translation: with room for one, the first property's email and length hold and the second's
+    are relaxed, reported at its pointer."""
+    from logitgate.json_schema import translate
+
+    one = {"type": "string", "format": "email", "maxLength": 255}
+    monkeypatch.setattr(translate, "PAIRED_STATES", 1)
+    schema = {"type": "object", "properties": {"a": one, "b": dict(one, maxLength=254)}, "required": ["a", "b"]}
+    g = lg.Grammar.from_json_schema(schema, strict=False)
+    assert [p for p, _ in g.relaxed] == ["/properties/b"]
+    c = lg.compile(g, byte_tokenizer())
+    long = "a" * 250 + "@example.com"
+    assert accepts(c, dumps({"a": "x@example.com", "b": "y@example.com"}))
+    assert not accepts(c, dumps({"a": long, "b": "x@example.com"}))
+    assert accepts(c, dumps({"a": "x@example.com", "b": long}))  # relaxed, as reported
+
+
 def test_a_ref_to_a_properties_map_with_an_id_property_is_a_schema_error():
     # found by fuzzing: draft 4 reads "id" as the schema's id; a dict there used to escape as AttributeError
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",

@@ -38,6 +38,7 @@ __all__ = [
     "intersect",
     "is_empty",
     "is_subset",
+    "paired",
     "union",
 ]
 
@@ -55,30 +56,17 @@ length bound pair most of their states (a format and ``maxLength: 255``: 37,000 
 minimal product of 4,000)."""
 
 
-def intersect(*nodes: Node, max_states: int = _MAX_STATES) -> Node:
-    """The strings that every one of ``nodes`` matches (:data:`ANY_STRING` when there are none)."""
+def intersect(*nodes: Node, max_states: int = _MAX_STATES, pair: bool = True) -> Node:
+    """The strings that every one of ``nodes`` matches (:data:`ANY_STRING` when there are none).
+    With ``pair`` (the default), a construction over ``max_states`` falls back on :func:`paired`."""
     if not nodes:
         return ANY_STRING
     try:
         return _combine(nodes, lambda acc: acc.all(axis=1), max_states)
     except LimitError:
-        if len(nodes) == 1:
+        if not pair or len(nodes) == 1:
             raise
-    nfa, dfas = _operand_dfas(nodes, max_states)  # the operands' subsets paired too many states
-    if any(d is None for d in dfas):
-        return NOTHING
-    table, accepting = dfas[0]
-    for other, other_acc in dfas[1:]:
-        table, pa, pb, status = product_dfa(table, other, False, _PRODUCT_PAIRS * max_states)
-        if status:
-            raise _too_many_states(max_states, "max_dfa_states")
-        minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & other_acc[pb, 0])[:, None]))
-        if minimal is None:
-            return NOTHING
-        table, accepting = minimal
-        if table.shape[0] > max_states:
-            raise _too_many_states(max_states, "max_dfa_states")
-    return _to_node(table, accepting[:, 0], nfa.atoms)
+    return paired("intersect", nodes, max_states)
 
 
 def union(*nodes: Node) -> Node:
@@ -89,27 +77,54 @@ def union(*nodes: Node) -> Node:
     return nodes[0] if len(nodes) == 1 else Alt(tuple(nodes))
 
 
-def difference(a: Node, b: Node, max_states: int = _MAX_STATES) -> Node:
-    """The strings that ``a`` matches and ``b`` does not."""
+def difference(a: Node, b: Node, max_states: int = _MAX_STATES, pair: bool = True) -> Node:
+    """The strings that ``a`` matches and ``b`` does not. With ``pair`` (the default), a
+    construction over ``max_states`` falls back on :func:`paired`."""
     try:
         return _combine((a, b), lambda acc: acc[:, 0] & ~acc[:, 1], max_states)
     except LimitError:
-        pass
-    nfa, (da, db) = _operand_dfas((a, b), max_states)  # as in intersect
-    if da is None:
+        if not pair:
+            raise
+    return paired("difference", (a, b), max_states)
+
+
+def paired(op: str, nodes: Sequence[Node], max_states: int = _MAX_STATES) -> Node:
+    """``intersect(*nodes)`` or ``difference(*nodes)`` (``op``) by pairing the operands' own
+    minimal DFAs over the same atoms (kernel ``product_dfa``, up to ``_PRODUCT_PAIRS *
+    max_states`` pairs), then minimising: the same canonical node, for when the one subset
+    construction over every operand at once is too large (its states pair the operands'
+    unminimised subsets). Raises :class:`~logitgate.errors.LimitError` when the result has more
+    than ``max_states`` states."""
+    nfa, dfas = _operand_dfas(nodes, max_states)
+    if dfas[0] is None:
         return NOTHING
-    if db is None:
-        return _to_node(da[0], da[1][:, 0], nfa.atoms)
-    table, pa, pb, status = product_dfa(da[0], db[0], True, _PRODUCT_PAIRS * max_states)
-    if status:
+    table, accepting = dfas[0]
+    if op == "difference":
+        if dfas[1] is None:  # nothing to take away
+            return _to_node(table, accepting[:, 0], nfa.atoms)
+        b, b_acc = dfas[1]
+        table, pa, pb, status = product_dfa(table, b, True, _PRODUCT_PAIRS * max_states)
+        if status:
+            raise _too_many_states(max_states, "max_dfa_states")
+        b_sunk = np.append(b_acc[:, 0], False)  # the sink past b's states accepts nothing
+        minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & ~b_sunk[pb])[:, None]))
+        if minimal is None:
+            return NOTHING
+        table, accepting = minimal
+    else:
+        if any(d is None for d in dfas):
+            return NOTHING
+        for other, other_acc in dfas[1:]:  # type: ignore[misc]
+            table, pa, pb, status = product_dfa(table, other, False, _PRODUCT_PAIRS * max_states)
+            if status:
+                raise _too_many_states(max_states, "max_dfa_states")
+            minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & other_acc[pb, 0])[:, None]))
+            if minimal is None:
+                return NOTHING
+            table, accepting = minimal
+    if table.shape[0] > max_states:
         raise _too_many_states(max_states, "max_dfa_states")
-    b_acc = np.append(db[1][:, 0], False)  # the sink past b's states accepts nothing
-    minimal = _minimize_chars(table, np.ascontiguousarray((da[1][pa, 0] & ~b_acc[pb])[:, None]))
-    if minimal is None:
-        return NOTHING
-    if minimal[0].shape[0] > max_states:
-        raise _too_many_states(max_states, "max_dfa_states")
-    return _to_node(minimal[0], minimal[1][:, 0], nfa.atoms)
+    return _to_node(table, accepting[:, 0], nfa.atoms)
 
 
 def complement(node: Node, universe: Node | None = None, max_states: int = _MAX_STATES) -> Node:

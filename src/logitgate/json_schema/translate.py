@@ -38,7 +38,7 @@ from ..grammar.ir import (
     TerminalDef,
     rename_refs,
 )
-from ..regex.ast import CharClass, Concat, Node, Repeat
+from ..regex.ast import Automaton, CharClass, Concat, Node, Repeat
 from .loader import Loaded, escape_pointer, lookup, lookup_recursive
 
 __all__ = ["MAX_WHITESPACE", "PROPERTY_ORDERS", "WHITESPACE_MODES", "Translation", "build_ir"]
@@ -63,6 +63,11 @@ MAX_PATTERN_CLASSES = 5
 MAX_LEXEME_STATES = 20_000
 """Largest character-level automaton built for one string or number lexeme (pattern and length
 together, key classes, ...); beyond it the combination is relaxed and reported."""
+PAIRED_STATES = 40_000
+"""Per translation, the states of the string automata built by pairing their operands'
+minimal DFAs (``automata.boolean.paired``), where one construction over them all exceeds
+``MAX_LEXEME_STATES``: such an automaton (a ``format`` and a ``maxLength`` of 255) is large, and
+many of them make a lexer that takes too long to build; past the budget they are relaxed."""
 MAX_EXACT_LENGTH = 256
 PIECE_LENGTH = 64
 """Past ``MAX_EXACT_LENGTH``, a string value with only length bounds is lexed in pieces of this
@@ -273,6 +278,8 @@ class Translator:
         self._dfa_cache: dict[Node, Any] = {}
         self._skip_conditionals = False
         self._branch_cap = 0  # see ``expand``: 0 when every disjunction is expanded
+        self._paired_left = PAIRED_STATES
+        """States that ``boolean`` may still build by pairing operands (``PAIRED_STATES``)."""
         self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
         """Before 2019-09 a subschema with ``$ref`` is the target alone: one empty stand-in per
@@ -1251,11 +1258,20 @@ class Translator:
         from ..errors import CompileError
 
         try:
-            return getattr(boolean, op)(*nodes, max_states=MAX_LEXEME_STATES)
+            return getattr(boolean, op)(*nodes, max_states=MAX_LEXEME_STATES, pair=False)
         except CompileError:
-            self.unsupported(pointer, f"{what}: the combined automaton exceeds {MAX_LEXEME_STATES} states "
-                             f"(not checked)")
-            return None
+            pass
+        if self._paired_left > 0:  # the operands' minimal DFAs paired may fit (boolean.paired)
+            try:
+                found = boolean.paired(op, nodes, max_states=MAX_LEXEME_STATES)
+            except CompileError:
+                pass
+            else:
+                self._paired_left -= len(found.accepting) if isinstance(found, Automaton) else 1
+                return found
+        self.unsupported(pointer, f"{what}: the combined automaton exceeds {MAX_LEXEME_STATES} states "
+                         f"(not checked)")
+        return None
 
     def length_string(self, conj: list[Sub], nots: list[Sub]) -> Expr | None:
         """A string value whose only constraints are a length range, exactly; None when there is
