@@ -106,8 +106,10 @@ KEYWORDS: dict[str, Keyword] = dict([
        "before the final `$` (`^((?!foo).)*$`) are exact. A pattern with other lookaheads, lookbehinds or "
        "backreferences is not enforced (reported with its offset). The string "
        "constraints of one position (pattern, format, lengths) together may need at most 20,000 automaton "
-       "states, and those of a whole schema at most `Limits.max_json_lexer_states` lexer states; beyond "
-       "that, lengths, then patterns and formats are dropped (reported)."),
+       "states (a format with a `maxLength` of 255, such as `email`'s, fits; `uri`'s does not), those built "
+       "by pairing the constraints' own automata at most 40,000 per schema, and those of a whole schema at "
+       "most `Limits.max_json_lexer_states` lexer states; beyond that, lengths, then patterns and formats "
+       "are dropped (reported)."),
     _k("format", "string", "partial", "all", "Enforced: date-time, date, time, duration, email, idn-email, "
        "hostname, idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference, uri-template, uuid, "
        "json-pointer, relative-json-pointer, regex. date-time, time, email, idn-email, hostname, "
