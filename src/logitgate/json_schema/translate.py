@@ -67,7 +67,9 @@ PAIRED_STATES = 40_000
 """Per translation, the states of the string automata built by pairing their operands'
 minimal DFAs (``automata.boolean.paired``), where one construction over them all exceeds
 ``MAX_LEXEME_STATES``: such an automaton (a ``format`` and a ``maxLength`` of 255) is large, and
-many of them make a lexer that takes too long to build; past the budget they are relaxed."""
+many of them make a lexer that takes too long to build; past the budget they are relaxed. A
+failed pairing costs ``MAX_LEXEME_STATES``; translations at a lower level (``build_ir``) pair
+nothing."""
 MAX_EXACT_LENGTH = 256
 PIECE_LENGTH = 64
 """Past ``MAX_EXACT_LENGTH``, a string value with only length bounds is lexed in pieces of this
@@ -255,7 +257,8 @@ class Translator:
     """Builds the IR for one loaded schema (see the module docstring)."""
 
     def __init__(self, loaded: Loaded, whitespace: str, property_order: str, strict: bool,
-                 max_length: int = 256, string_constraints: bool = True, pieces: bool = True) -> None:
+                 max_length: int = 256, string_constraints: bool = True, pieces: bool = True,
+                 paired_states: int = 0) -> None:
         self.loaded = loaded
         self.max_length = max_length
         self.pieces = pieces
@@ -278,7 +281,7 @@ class Translator:
         self._dfa_cache: dict[Node, Any] = {}
         self._skip_conditionals = False
         self._branch_cap = 0  # see ``expand``: 0 when every disjunction is expanded
-        self._paired_left = PAIRED_STATES
+        self._paired_left = paired_states
         """States that ``boolean`` may still build by pairing operands (``PAIRED_STATES``)."""
         self._uri_flags: dict[str, tuple[bool, bool]] = {}
         self._ref_only: dict[tuple, dict] = {}
@@ -1265,7 +1268,7 @@ class Translator:
             try:
                 found = boolean.paired(op, nodes, max_states=MAX_LEXEME_STATES)
             except CompileError:
-                pass
+                self._paired_left -= MAX_LEXEME_STATES  # a failed pairing costs as much as a large success
             else:
                 self._paired_left -= len(found.accepting) if isinstance(found, Automaton) else 1
                 return found
@@ -2167,8 +2170,11 @@ def build_ir(loaded: Loaded, *, whitespace: str, property_order: str, strict: bo
     when they are what may be expected there: a string in pieces costs more per mask than one
     lexeme that loops on itself."""
     caps = (MAX_EXACT_LENGTH, 128, 64, 32, 16, 0, 0)
+    # pairing (``Translator.boolean``) only at the first level: a later one is for a lexer that was
+    # too large, which the large automata pairing builds make larger
     tr = Translator(loaded, whitespace, property_order, strict, max_length=caps[level],
-                    string_constraints=level < MAX_LEVEL, pieces=pieces)
+                    string_constraints=level < MAX_LEVEL, pieces=pieces,
+                    paired_states=PAIRED_STATES if level == 0 else 0)
     root = Sub(loaded.root, loaded.resolver, "", loaded.draft)
     body = tr.value((root,), 0)
     if body is NEVER:
