@@ -284,6 +284,15 @@ def renumber_expand(table, order, columns):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def _grown_rows(a, n, cap, fill):  # pragma: no cover - compiled
+    """A copy of ``a``'s first ``n`` rows at the head of an array of ``cap`` rows, the others
+    ``fill``: a store that grows by doubling."""
+    out = np.full((cap,) + a.shape[1:], fill, a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
 @njit(types.uint64(types.int64), cache=True, nogil=True)
 def _mix(v):  # pragma: no cover - compiled
     """splitmix64 finaliser: a well-spread 64-bit hash of one integer."""
@@ -571,12 +580,8 @@ def expand_utf8(rows, depth, label_mask, targets, first_mid, max_mid, store):  #
             if found < 0:
                 if n_mid == cap:  # grow the row store
                     cap *= 2
-                    grown = np.empty((cap, 64), np.int32)
-                    grown[:n_mid] = mid[:n_mid]
-                    mid = grown
-                    grown_h = np.empty(cap, np.uint64)
-                    grown_h[:n_mid] = hashes[:n_mid]
-                    hashes = grown_h
+                    mid = _grown_rows(mid, n_mid, cap, 0)
+                    hashes = _grown_rows(hashes, n_mid, cap, 0)
                 mid[n_mid] = row
                 hashes[n_mid] = h
                 table[slot] = n_mid + 1
@@ -1599,15 +1604,9 @@ def product_dfa(ta, tb, b_complete, max_states):  # pragma: no cover - compiled
                 return table[:n], pa[:n], pb[:n], 1
             if n == cap:
                 cap *= 2
-                grown = np.full((cap, width), -1, np.int32)
-                grown[:n] = table[:n]
-                table = grown
-                pa2 = np.empty(cap, np.int32)
-                pa2[:n] = pa[:n]
-                pa = pa2
-                pb2 = np.empty(cap, np.int32)
-                pb2[:n] = pb[:n]
-                pb = pb2
+                table = _grown_rows(table, n, cap, -1)  # -1: no move (yet)
+                pa = _grown_rows(pa, n, cap, 0)
+                pb = _grown_rows(pb, n, cap, 0)
             keys[sl] = key
             vals[sl] = n
             pa[n] = a2
