@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import LimitError
-from ..kernels.automata_kernels import bfs_order, determinize, product_dfa, renumber_expand
+from ..kernels.automata_kernels import bfs_order, product_dfa, renumber_expand
 from ..regex.ast import Alt, Automaton, CharClass, Empty, Node, Repeat
 from ..regex.charsets import ANY
 from .dfa import _POSITIONS_PER_STATE, _determinize, _minimize_chars, _too_many_states
@@ -96,35 +96,35 @@ def paired(op: str, nodes: Sequence[Node], max_states: int = _MAX_STATES) -> Nod
     unminimised subsets). Raises :class:`~logitgate.errors.LimitError` when the result has more
     than ``max_states`` states."""
     nfa, dfas = _operand_dfas(nodes, max_states)
-    if dfas[0] is None:
-        return NOTHING
-    table, accepting = dfas[0]
-    if op == "difference":
-        if dfas[1] is None:  # nothing to take away
-            return _to_node(table, accepting[:, 0], nfa.atoms)
-        b, b_acc = dfas[1]
-        table, pa, pb, status = product_dfa(table, b, True, _PRODUCT_PAIRS * max_states)
-        if status:
-            raise _too_many_states(max_states, "max_dfa_states")
-        b_sunk = np.append(b_acc[:, 0], False)  # the sink past b's states accepts nothing
-        minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & ~b_sunk[pb])[:, None]))
+    minimal = dfas[0]
+    subtract = op == "difference"
+    for other in dfas[1:]:
         if minimal is None:
-            return NOTHING
-        table, accepting = minimal
-    else:
-        if any(d is None for d in dfas):
-            return NOTHING
-        for other, other_acc in dfas[1:]:  # type: ignore[misc]
-            table, pa, pb, status = product_dfa(table, other, False, _PRODUCT_PAIRS * max_states)
-            if status:
-                raise _too_many_states(max_states, "max_dfa_states")
-            minimal = _minimize_chars(table, np.ascontiguousarray((accepting[pa, 0] & other_acc[pb, 0])[:, None]))
-            if minimal is None:
-                return NOTHING
-            table, accepting = minimal
+            break
+        if other is None:
+            if not subtract:
+                minimal = None
+            continue  # nothing to take away
+        minimal = _paired_minimal(minimal, other, subtract, max_states)
+    if minimal is None:
+        return NOTHING
+    table, accepting = minimal
     if table.shape[0] > max_states:
-        raise _too_many_states(max_states, "max_dfa_states")
+        raise _too_many_states(max_states)
     return _to_node(table, accepting[:, 0], nfa.atoms)
+
+
+def _paired_minimal(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], subtract: bool,
+                    max_states: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The minimal DFA (``_minimize_chars``'s, None: empty) of the strings ``a`` matches and
+    ``b`` matches too, or, with ``subtract``, does not (``b`` then read as complete: where it has
+    no move, a sink that accepts nothing)."""
+    table, pa, pb, status = product_dfa(a[0], b[0], subtract, _PRODUCT_PAIRS * max_states)
+    if status:
+        raise _too_many_states(max_states)
+    b_acc = np.append(b[1][:, 0], False)  # the sink past b's states (only reached when subtracting)
+    accepting = a[1][pa, 0] & (~b_acc[pb] if subtract else b_acc[pb])
+    return _minimize_chars(table, np.ascontiguousarray(accepting[:, None]))
 
 
 def complement(node: Node, universe: Node | None = None, max_states: int = _MAX_STATES) -> Node:
@@ -191,15 +191,10 @@ def _operand_dfas(nodes: Sequence[Node], max_states: int
     subsets: a pattern and a length bound (``.{0,255}``) made tens of thousands of those where
     the minimal pairs are a few thousand."""
     nfa = build_nfa(nodes, max_positions=_POSITIONS_PER_STATE * max_states)
-    atoms = nfa.atoms
     out: list[tuple[np.ndarray, np.ndarray] | None] = []
     for k in range(len(nodes)):
         start = np.ascontiguousarray(nfa.start[nfa.start_off[k]:nfa.start_off[k + 1]])
-        table, accepting, status = determinize(nfa.follow_off, nfa.follow, nfa.group_off, nfa.group_members,
-                                               nfa.class_of, atoms.class_off, atoms.class_flat, start,
-                                               nfa.n_patterns, atoms.n_atoms, max_states)
-        if status:
-            raise _too_many_states(max_states, "max_dfa_states")
+        table, accepting = _determinize(nfa, max_states, start=start)
         out.append(_minimize_chars(table, np.ascontiguousarray(accepting[:, k:k + 1])))
     return nfa, out
 

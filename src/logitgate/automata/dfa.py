@@ -410,9 +410,11 @@ def _too_many_states(max_states: int, limit: str = "max_dfa_states") -> LimitErr
     return LimitError.exceeded(limit, max_states, f"regex DFA over max_states={max_states} states during determinisation")
 
 
-def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states") -> tuple[np.ndarray, np.ndarray]:
+def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states",
+                 start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Subset construction over atoms (numba kernel). Returns ``(table, accepting)``: int32
-    ``[n, n_atoms]`` (``-1``: no move) and bool ``[n, n_patterns]``; state 0 is the start set."""
+    ``[n, n_atoms]`` (``-1``: no move) and bool ``[n, n_patterns]``; state 0 is the start set,
+    ``nfa.start`` unless ``start`` is given (one pattern's part of it, say)."""
     atoms = nfa.atoms
     table, accepting, status = determinize(
         nfa.follow_off,
@@ -422,7 +424,7 @@ def _determinize(nfa: PositionNFA, max_states: int, limit: str = "max_dfa_states
         nfa.class_of,
         atoms.class_off,
         atoms.class_flat,
-        nfa.start,
+        nfa.start if start is None else start,
         nfa.n_patterns,
         atoms.n_atoms,
         max_states,
